@@ -1,9 +1,7 @@
-export default {
-  async fetch(): Promise<Response> {
-    return new Response("ok");
-  },
-};
-import { DurableObject } from "cloudflare:workers";
-export class SessionObject extends DurableObject {}
-export class TenantObject extends DurableObject {}
-export class RunnerPool extends DurableObject {}
+/** Worker entry: the HTTP app and the object classes. */
+import { app } from "./app.ts";
+
+export default app;
+export { RunnerPool } from "./runner/runner-pool.ts";
+export { SessionObject } from "./session/session-object.ts";
+export { TenantObject } from "./tenant/tenant-object.ts";

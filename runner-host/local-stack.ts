@@ -1,0 +1,144 @@
+/**
+ * The local stack: the bundled Worker and its objects in Miniflare (state under `data_dir`), plus
+ * a runner-host in this process dialling it over loopback: the same code paths as production.
+ */
+import { randomBytes, randomUUID } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
+import path from "node:path";
+import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import type { HostConfig } from "../src/shared/config-schema.ts";
+import { referencedVariables } from "../src/shared/config-vars.ts";
+import { DEFAULT_RUNNER_SECRET_VAR } from "../src/runtime-constants.ts";
+import { resolveDataDir } from "./config-file.ts";
+import { ControlLink } from "./control.ts";
+import { log, relayLine } from "./log.ts";
+import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS, bundleWorker } from "./worker-bundle.ts";
+
+export type LocalStackOptions = { config: HostConfig; configPath: string; env?: NodeJS.ProcessEnv };
+
+export type LocalStack = { url: string; stop(): Promise<void> };
+
+export function parseListen(listen: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(listen);
+  if (!m) throw new Error(`listen: "${listen}" is not host:port`);
+  return { host: m[1] ?? m[2]!, port: Number(m[3]) };
+}
+
+/** Starts the stack; resolves once the HTTP port is bound. Signals are handled by `runLocalStack`. */
+export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack> {
+  const env = o.env ?? process.env;
+  const t0 = performance.now();
+  const dataDir = resolveDataDir(o.config);
+  mkdirSync(dataDir, { recursive: true });
+
+  const bindings: Record<string, string> = { HOST_CONFIG: JSON.stringify(o.config) };
+  for (const name of referencedVariables(o.config)) {
+    const v = env[name];
+    if (v !== undefined) bindings[name] = v;
+  }
+  const secretVar = o.config.runners?.token_env ?? DEFAULT_RUNNER_SECRET_VAR;
+  const secret = o.config.runners ? env[secretVar]! : localRunnerSecret(dataDir);
+  bindings[secretVar] = secret;
+
+  const { host, port } = parseListen(o.config.listen);
+  const script = await bundleWorker();
+  const mf = new Miniflare({
+    ...convertV4MiniflareOptions({
+      modules: [{ type: "ESModule", path: path.join(dataDir, "worker.mjs"), contents: script }],
+      compatibilityDate: COMPATIBILITY_DATE,
+      compatibilityFlags: COMPATIBILITY_FLAGS,
+      durableObjects: Object.fromEntries(
+        Object.entries(DURABLE_OBJECTS).map(([binding, className]) => [binding, { className, useSQLite: true }]),
+      ),
+      bindings,
+      cf: false,
+      host,
+      port,
+      handleStructuredLogs: ({ level, message }) => relayLine("worker", level, message),
+    }),
+    resourcePersistencePath: path.join(dataDir, "worker"),
+  });
+  const url = (await mf.ready).href.replace(/\/$/, "");
+  log("info", "local stack listening", { url, data_dir: dataDir, startup_ms: Math.round(performance.now() - t0) });
+
+  const control = new ControlLink({
+    baseUrl: url,
+    secret,
+    runnerId: runnerId(dataDir),
+    harnesses: Object.keys(o.config.harnesses),
+    log,
+  });
+  control.start();
+
+  return {
+    url,
+    async stop() {
+      control.drain();
+      control.stop();
+      await mf.dispose();
+    },
+  };
+}
+
+/** `svc -config <path>`: runs until SIGINT/SIGTERM, then stops cleanly. */
+export async function startLocalStack(o: LocalStackOptions): Promise<number> {
+  const stack = await launchLocalStack(o);
+  printWelcome(o, stack.url);
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const onSignal = (sig: NodeJS.Signals) => {
+      if (stopping) return;
+      stopping = true;
+      log("info", "stopping", { signal: sig });
+      stack.stop().then(
+        () => {
+          log("info", "stopped");
+          resolve(0);
+        },
+        (e) => {
+          log("error", "stop failed", { error: String(e) });
+          resolve(1);
+        },
+      );
+    };
+    process.once("SIGINT", onSignal);
+    process.once("SIGTERM", onSignal);
+  });
+}
+
+/** Where it listens, and a curl that creates a session, without printing any secret. */
+function printWelcome(o: LocalStackOptions, url: string): void {
+  const token = o.config.tokens.find((t) => t.manage && !t.read_only && !t.session);
+  const harness = Object.keys(o.config.harnesses)[0];
+  const provider = Object.keys(o.config.providers)[0];
+  const lines = [`svc: listening on ${url}`];
+  if (token && harness && provider) {
+    const envFile = o.configPath.replace(/\.json$/, ".env");
+    const secret = existsSync(envFile) && !process.env[`SVC_ENV_${token.token_env}`]
+      ? `$(grep '^${token.token_env}=' ${path.relative(process.cwd(), envFile)} | cut -d= -f2-)`
+      : `$${token.token_env}`;
+    const body = JSON.stringify({ harness, config: { model: `${provider}/gpt-4o-mini`, tools: [] } });
+    lines.push(
+      "create a session:",
+      `  curl -s -X POST ${url}/sessions -H "Authorization: Bearer ${secret}" -H 'Content-Type: application/json' -d '${body}'`,
+    );
+  }
+  process.stdout.write(`${lines.join("\n")}\n`);
+}
+
+/** The local stack's runner secret when `runners` is not configured: generated once, kept. */
+function localRunnerSecret(dataDir: string): string {
+  const file = path.join(dataDir, "runner-secret");
+  if (existsSync(file)) return readFileSync(file, "utf8").trim();
+  const s = randomBytes(32).toString("hex");
+  writeFileSync(file, `${s}\n`, { mode: 0o600 });
+  return s;
+}
+
+function runnerId(dataDir: string): string {
+  const file = path.join(dataDir, "runner-id");
+  if (existsSync(file)) return readFileSync(file, "utf8").trim();
+  const id = randomUUID().replace(/-/g, "");
+  writeFileSync(file, `${id}\n`);
+  return id;
+}

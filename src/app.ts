@@ -1,0 +1,28 @@
+/** The Hono app: middleware order, route mounts, and the single error exit. */
+import { Hono } from "hono";
+import { notFound } from "./shared/errors.ts";
+import type { AppEnv } from "./http/context.ts";
+import { errorResponse } from "./http/errors.ts";
+import { requestContext, withStandardHeaders } from "./http/middleware.ts";
+import { newId } from "./shared/ids.ts";
+import { catalog } from "./routes/catalog.ts";
+import { health } from "./routes/health.ts";
+import { internal } from "./routes/internal.ts";
+import { sessions } from "./routes/sessions.ts";
+
+export const app = new Hono<AppEnv>({ strict: false });
+
+app.use("*", requestContext);
+app.route("/health", health);
+app.route("/sessions", sessions);
+app.route("/catalog", catalog);
+app.route("/internal", internal);
+
+app.notFound(() => {
+  throw notFound("no such route");
+});
+
+app.onError((err, c) => {
+  const requestId = c.get("requestId") ?? newId();
+  return withStandardHeaders(errorResponse(err, requestId, c.req.routePath ?? c.req.path), requestId);
+});

@@ -1,0 +1,29 @@
+/** The one place where errors become HTTP responses (spec "Errors › HTTP error body"). */
+import { HTTPException } from "hono/http-exception";
+import { ServiceError } from "../shared/errors.ts";
+import { log } from "../log.ts";
+
+export function errorResponse(err: unknown, requestId: string, route: string): Response {
+  const e = toServiceError(err);
+  if (e.status >= 500) {
+    // The cause is logged with the request id; the client only ever sees the generic message.
+    log("error", "request failed", {
+      request_id: requestId,
+      route,
+      error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
+    });
+  }
+  const body = { error: { code: e.code, message: e.message }, request_id: requestId };
+  return new Response(JSON.stringify(body), {
+    status: e.status,
+    headers: { "Content-Type": "application/json", ...e.headers },
+  });
+}
+
+function toServiceError(err: unknown): ServiceError {
+  if (err instanceof ServiceError) return err;
+  if (err instanceof HTTPException && err.status < 500) {
+    return new ServiceError(err.status === 404 ? "not_found" : "invalid_request", err.message || "invalid request", err.status);
+  }
+  return new ServiceError("service_error", "internal server error");
+}

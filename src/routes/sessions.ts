@@ -1,0 +1,65 @@
+/** `/sessions` and `/sessions/{id}/*`: authorization here, state in the objects. */
+import { Hono } from "hono";
+import { CreateSessionSchema, EmptySchema } from "../shared/api-schema.ts";
+import { forbidden, unwrap } from "../shared/errors.ts";
+import { requireManage, requireSessionAccess, requireToken } from "../http/auth.ts";
+import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
+import type { AppContext, AppEnv } from "../http/context.ts";
+import { pageLimit, pathId } from "../http/params.ts";
+import { prepareSession } from "../session/create.ts";
+import { sessionObjectName } from "../session/session-object.ts";
+
+export const sessions = new Hono<AppEnv>();
+
+sessions.use("*", requireToken);
+
+function bodyCap(c: AppContext): number {
+  return c.get("runtime").config.limits.input_bytes + BODY_OVERHEAD_BYTES;
+}
+
+function sessionStub(c: AppContext, id: string) {
+  return c.env.SESSIONS.getByName(sessionObjectName(c.get("principal").tenant, id));
+}
+
+/** Resolves `{id}` and checks the token may reach it. */
+function target(c: AppContext): string {
+  const id = pathId(c.req.param("id") ?? "");
+  requireSessionAccess(c.get("principal"), id);
+  return id;
+}
+
+sessions.post("/", async (c) => {
+  const p = c.get("principal");
+  requireManage(p);
+  if (p.session !== undefined) throw forbidden("a session-scoped token cannot create sessions");
+  const body = parseBody(await readBody(c.req.raw, bodyCap(c)), CreateSessionSchema);
+  const prepared = await prepareSession(c.get("runtime"), p.tenant, body);
+  const session = unwrap(await sessionStub(c, prepared.id).create(prepared));
+  return c.json(session, 201);
+});
+
+sessions.get("/", async (c) => {
+  const p = c.get("principal");
+  const limit = pageLimit(c.req.query("limit"));
+  const after = c.req.query("after") ?? "";
+  const list = await c.env.TENANTS.getByName(p.tenant).list(after, limit, p.session);
+  return c.json({ sessions: list });
+});
+
+sessions.get("/:id", async (c) => {
+  const id = target(c);
+  return c.json(unwrap(await sessionStub(c, id).get()));
+});
+
+sessions.post("/:id/close", async (c) => {
+  const id = target(c);
+  requireManage(c.get("principal"));
+  parseBody(await readBody(c.req.raw, bodyCap(c)), EmptySchema, {});
+  return c.json(unwrap(await sessionStub(c, id).close()), 202);
+});
+
+sessions.get("/:id/events", async (c) => {
+  const id = target(c);
+  const limit = pageLimit(c.req.query("limit"));
+  return c.json(unwrap(await sessionStub(c, id).readEvents(c.req.query("after") ?? "", limit)));
+});

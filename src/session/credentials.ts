@@ -1,0 +1,83 @@
+/**
+ * Private credential overrides (spec "CreateSession", Authentication 10): AES-256-GCM with the
+ * active `credential_keys` key; the additional data binds each ciphertext to its tenant, session
+ * and alias, so a ciphertext copied anywhere else fails to decrypt. Values never leave encrypted
+ * except toward the tool call that uses them.
+ */
+import type { HostConfig } from "../shared/config-schema.ts";
+import { invalid, unsupported } from "../shared/errors.ts";
+import type { EncryptedCredential } from "./record.ts";
+
+/** DECISIONS.md: a string is a bearer token; `{"headers": {...}}` supplies request headers. */
+export function checkCredentialValue(alias: string, value: unknown): void {
+  if (typeof value === "string") {
+    if (value.length === 0) throw invalid(`credentials for "${alias}": value must not be empty`);
+    return;
+  }
+  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+    const keys = Object.keys(value);
+    const headers = (value as { headers?: unknown }).headers;
+    if (keys.length === 1 && typeof headers === "object" && headers !== null && !Array.isArray(headers)) {
+      const entries = Object.entries(headers);
+      if (entries.length > 0 && entries.every(([k, v]) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(k) && typeof v === "string")) {
+        return;
+      }
+    }
+  }
+  throw invalid(
+    `credentials for "${alias}": value must be a bearer token string or {"headers": {name: string}}`,
+  );
+}
+
+export function credentialAad(tenant: string, sessionId: string, alias: string): Uint8Array {
+  return new TextEncoder().encode(`svc-credential\u0000${tenant}\u0000${sessionId}\u0000${alias}`);
+}
+
+export async function encryptCredential(
+  config: HostConfig,
+  vars: Record<string, string | undefined>,
+  binding: { tenant: string; sessionId: string; alias: string },
+  value: unknown,
+): Promise<EncryptedCredential> {
+  const keys = config.credential_keys;
+  if (!keys) throw unsupported("credential overrides need credential_keys in the host configuration");
+  const key = await importKey(vars[keys.keys[keys.active]!] ?? "");
+  const iv = crypto.getRandomValues(new Uint8Array(12));
+  const ct = await crypto.subtle.encrypt(
+    { name: "AES-GCM", iv, additionalData: credentialAad(binding.tenant, binding.sessionId, binding.alias) },
+    key,
+    new TextEncoder().encode(JSON.stringify(value)),
+  );
+  return { alias: binding.alias, key_id: keys.active, iv: b64(iv), ciphertext: b64(new Uint8Array(ct)) };
+}
+
+export async function decryptCredential(
+  config: HostConfig,
+  vars: Record<string, string | undefined>,
+  binding: { tenant: string; sessionId: string },
+  c: EncryptedCredential,
+): Promise<unknown> {
+  const varName = config.credential_keys?.keys[c.key_id];
+  if (!varName) throw new Error(`credential key "${c.key_id}" is not configured`);
+  const key = await importKey(vars[varName] ?? "");
+  const pt = await crypto.subtle.decrypt(
+    { name: "AES-GCM", iv: unb64(c.iv), additionalData: credentialAad(binding.tenant, binding.sessionId, c.alias) },
+    key,
+    unb64(c.ciphertext),
+  );
+  return JSON.parse(new TextDecoder().decode(pt));
+}
+
+function importKey(base64: string): Promise<CryptoKey> {
+  return crypto.subtle.importKey("raw", unb64(base64), "AES-GCM", false, ["encrypt", "decrypt"]);
+}
+
+function b64(bytes: Uint8Array): string {
+  let s = "";
+  for (const b of bytes) s += String.fromCharCode(b);
+  return btoa(s);
+}
+
+function unb64(s: string): Uint8Array {
+  return Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
+}

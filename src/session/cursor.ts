@@ -1,0 +1,62 @@
+/**
+ * Cursor codec. A cursor names a position in one session's event log: the log epoch (bumped by a
+ * restore that cuts history) and the `seq` of the last event the client has. It carries a MAC
+ * keyed per session, so a fabricated cursor, an event id, or another session's cursor all fail to
+ * decode and become `409 cursor_unavailable`.
+ *
+ * Layout (base64url, no padding): version(1) | epoch(u32 BE) | seq(u48 BE) | HMAC-SHA256[0..16).
+ */
+import { createHmac } from "node:crypto";
+
+const VERSION = 1;
+const PAYLOAD_BYTES = 1 + 4 + 6;
+/** Truncated MAC length, bytes: 128 bits is plenty against guessing and keeps cursors at 36 chars. */
+const MAC_BYTES = 16;
+/** Spec "Cursors": longer cursors are rejected before any decoding. */
+export const MAX_CURSOR_BYTES = 512;
+
+export type Position = { epoch: number; seq: number };
+
+export function encodeCursor(key: string, pos: Position): string {
+  const payload = new Uint8Array(PAYLOAD_BYTES);
+  const view = new DataView(payload.buffer);
+  view.setUint8(0, VERSION);
+  view.setUint32(1, pos.epoch);
+  view.setUint16(5, Math.floor(pos.seq / 2 ** 32));
+  view.setUint32(7, pos.seq % 2 ** 32);
+  const mac = createHmac("sha256", key).update(payload).digest().subarray(0, MAC_BYTES);
+  const all = new Uint8Array(PAYLOAD_BYTES + MAC_BYTES);
+  all.set(payload);
+  all.set(mac, PAYLOAD_BYTES);
+  return toBase64Url(all);
+}
+
+/** Returns the position, or undefined for anything that is not a cursor this key issued. */
+export function decodeCursor(key: string, cursor: string): Position | undefined {
+  if (cursor.length > MAX_CURSOR_BYTES || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
+  const all = fromBase64Url(cursor);
+  if (!all || all.length !== PAYLOAD_BYTES + MAC_BYTES) return undefined;
+  const payload = all.subarray(0, PAYLOAD_BYTES);
+  const mac = createHmac("sha256", key).update(payload).digest().subarray(0, MAC_BYTES);
+  let diff = 0;
+  for (let i = 0; i < MAC_BYTES; i++) diff |= mac[i]! ^ all[PAYLOAD_BYTES + i]!;
+  if (diff !== 0) return undefined;
+  const view = new DataView(payload.buffer, payload.byteOffset, PAYLOAD_BYTES);
+  if (view.getUint8(0) !== VERSION) return undefined;
+  return { epoch: view.getUint32(1), seq: view.getUint16(5) * 2 ** 32 + view.getUint32(7) };
+}
+
+function toBase64Url(bytes: Uint8Array): string {
+  let s = "";
+  for (const b of bytes) s += String.fromCharCode(b);
+  return btoa(s).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function fromBase64Url(s: string): Uint8Array | undefined {
+  try {
+    const bin = atob(s.replace(/-/g, "+").replace(/_/g, "/"));
+    return Uint8Array.from(bin, (c) => c.charCodeAt(0));
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * The retained event log of one session, in the SessionObject's SQLite.
+ *
+ * Storage layout: `events` holds one row per retained event with its NDJSON line (the envelope
+ * without `cursor`) in `data`; a line larger than CHUNK_BYTES leaves `data` NULL and is stored as
+ * UTF-8 slices in `event_chunks` (the platform caps a row at 2 MB, the spec allows 4 MiB records).
+ * `seq` is the position that cursors encode; `end_offset` is the byte offset just past the line in
+ * the session's NDJSON history (the unit of checkpoints and `session_bytes`).
+ *
+ * Lifecycle: append only. Callers run `append` inside the transaction that makes the state change
+ * the event reports, so a change and its event commit together or not at all.
+ */
+import type { Event } from "../shared/api-schema.ts";
+import { newId } from "../shared/ids.ts";
+
+/** Spec "Events": a retained record is at most 4 MiB (its NDJSON line, in bytes). */
+export const MAX_RECORD_BYTES = 4 * 1024 * 1024;
+/** Bytes per chunk row: well under the 2 MB SQLite row cap so a row never hits SQLITE_TOOBIG. */
+export const CHUNK_BYTES = 1_000_000;
+
+export type NewEvent = { type: string; data: Record<string, unknown>; input_id?: string };
+export type LoggedEvent = { seq: number; event: Event; endOffset: number };
+
+type Row = { seq: number; data: string | null; chunks: number; end_offset: number };
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export class RecordTooLarge extends Error {}
+
+export class EventLog {
+  readonly #sql: SqlStorage;
+
+  constructor(sql: SqlStorage) {
+    this.#sql = sql;
+  }
+
+  /** Appends one retained event. Must run inside the caller's `transactionSync`. */
+  append(e: NewEvent, time: string, logBytes: number): LoggedEvent {
+    const event: Event = { id: newId(), type: e.type, time, data: e.data };
+    if (e.input_id !== undefined) event.input_id = e.input_id;
+    const line = JSON.stringify(event);
+    const bytes = encoder.encode(line);
+    if (bytes.byteLength > MAX_RECORD_BYTES) {
+      throw new RecordTooLarge(`event record of ${bytes.byteLength} bytes is over ${MAX_RECORD_BYTES}`);
+    }
+    const lineBytes = bytes.byteLength + 1;
+    const endOffset = logBytes + lineBytes;
+    const big = bytes.byteLength > CHUNK_BYTES;
+    const nchunks = big ? Math.ceil(bytes.byteLength / CHUNK_BYTES) : 0;
+    const { seq } = this.#sql
+      .exec<{ seq: number }>(
+        "INSERT INTO events (id, type, time, input_id, data, chunks, bytes, end_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq",
+        event.id,
+        event.type,
+        time,
+        e.input_id ?? null,
+        big ? null : line,
+        nchunks,
+        lineBytes,
+        endOffset,
+      )
+      .one();
+    for (let n = 0; n < nchunks; n++) {
+      const part = bytes.subarray(n * CHUNK_BYTES, (n + 1) * CHUNK_BYTES);
+      this.#sql.exec("INSERT INTO event_chunks (seq, n, part) VALUES (?, ?, ?)", seq, n, part);
+    }
+    return { seq, event, endOffset };
+  }
+
+  /** Events with `seq > after`, oldest first. */
+  read(after: number, limit: number): LoggedEvent[] {
+    const rows = this.#sql
+      .exec<Row>("SELECT seq, data, chunks, end_offset FROM events WHERE seq > ? ORDER BY seq LIMIT ?", after, limit)
+      .toArray();
+    return rows.map((r) => ({ seq: r.seq, event: JSON.parse(this.#line(r)) as Event, endOffset: r.end_offset }));
+  }
+
+  /** The event recorded at `seq`, if any. */
+  at(seq: number): LoggedEvent | undefined {
+    return this.read(seq - 1, 1).find((e) => e.seq === seq);
+  }
+
+  lastSeq(): number {
+    return this.#sql.exec<{ s: number | null }>("SELECT MAX(seq) AS s FROM events").one().s ?? 0;
+  }
+
+  #line(r: Row): string {
+    if (r.data !== null) return r.data;
+    const parts = this.#sql
+      .exec<{ part: ArrayBuffer }>("SELECT part FROM event_chunks WHERE seq = ? ORDER BY n", r.seq)
+      .toArray()
+      .map((p) => new Uint8Array(p.part));
+    const total = parts.reduce((n, p) => n + p.byteLength, 0);
+    const all = new Uint8Array(total);
+    let at = 0;
+    for (const p of parts) {
+      all.set(p, at);
+      at += p.byteLength;
+    }
+    return decoder.decode(all);
+  }
+}

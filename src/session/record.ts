@@ -1,0 +1,47 @@
+/** The session metadata row and its public `Session` shape. */
+import type { Checkpoint, Session, SessionConfig, SessionStatus, Tool } from "../shared/api-schema.ts";
+
+export type SessionRow = {
+  id: string;
+  tenant: string;
+  harness: string;
+  config: string;
+  status: SessionStatus;
+  created_at: string;
+  updated_at: string;
+  descriptors: string;
+  checkpoint: string | null;
+  credential_bindings: string | null;
+  cursor_key: string;
+  epoch: number;
+  log_bytes: number;
+  version: number;
+  indexed_version: number;
+};
+
+/** What the Worker hands the object at creation, after every creation rule has passed. */
+export type NewSession = {
+  id: string;
+  tenant: string;
+  harness: string;
+  config: SessionConfig;
+  descriptors: Tool[];
+  credentials: EncryptedCredential[];
+};
+
+export type EncryptedCredential = { alias: string; key_id: string; iv: string; ciphertext: string };
+
+export function toSession(r: SessionRow): Session {
+  const s: Session = {
+    id: r.id,
+    harness: r.harness,
+    config: JSON.parse(r.config) as SessionConfig,
+    status: r.status,
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    descriptors: JSON.parse(r.descriptors) as Tool[],
+  };
+  if (r.checkpoint) s.checkpoint = JSON.parse(r.checkpoint) as Checkpoint;
+  if (r.credential_bindings) s.credential_bindings = JSON.parse(r.credential_bindings) as string[];
+  return s;
+}

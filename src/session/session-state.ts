@@ -1,0 +1,138 @@
+/**
+ * The transactional core of one session: metadata, status, input queue and event log, all in the
+ * object's SQLite. Every operation that changes state appends its events in the same
+ * `transactionSync`, and returns the events it appended so the object can publish them after the
+ * commit. Plain module over a narrow storage interface, so it is testable without the object.
+ */
+import type { Event, EventList, Session, SessionStatus, Status } from "../shared/api-schema.ts";
+import { conflict, cursorUnavailable, notFound } from "../shared/errors.ts";
+import { decodeCursor, encodeCursor, MAX_CURSOR_BYTES } from "./cursor.ts";
+import { newId } from "../shared/ids.ts";
+import { EventLog, type LoggedEvent, type NewEvent } from "./event-log.ts";
+import { toSession, type NewSession, type SessionRow } from "./record.ts";
+
+export type Storage = Pick<DurableObjectStorage, "sql" | "transactionSync">;
+
+export type Change<T> = { value: T; events: LoggedEvent[] };
+
+export class SessionState {
+  readonly #storage: Storage;
+  readonly log: EventLog;
+
+  constructor(storage: Storage) {
+    this.#storage = storage;
+    this.log = new EventLog(storage.sql);
+  }
+
+  row(): SessionRow | undefined {
+    return this.#storage.sql.exec<SessionRow>("SELECT * FROM session LIMIT 1").toArray()[0];
+  }
+
+  /** The session row, or `404 not_found`: an object that was never created looks unknown. */
+  require(): SessionRow {
+    const r = this.row();
+    if (!r) throw notFound("session not found");
+    return r;
+  }
+
+  create(n: NewSession, now: string): Session {
+    if (this.row()) throw conflict("session already exists");
+    const bindings = n.credentials.map((c) => c.alias);
+    this.#storage.transactionSync(() => {
+      this.#storage.sql.exec(
+        `INSERT INTO session (id, tenant, harness, config, status, created_at, updated_at, descriptors, credential_bindings, cursor_key)
+         VALUES (?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?)`,
+        n.id,
+        n.tenant,
+        n.harness,
+        JSON.stringify(n.config),
+        now,
+        now,
+        JSON.stringify(n.descriptors),
+        bindings.length > 0 ? JSON.stringify(bindings) : null,
+        newId() + newId(),
+      );
+      for (const c of n.credentials) {
+        this.#storage.sql.exec(
+          "INSERT INTO credentials (alias, key_id, iv, ciphertext) VALUES (?, ?, ?, ?)",
+          c.alias,
+          c.key_id,
+          c.iv,
+          c.ciphertext,
+        );
+      }
+    });
+    return toSession(this.require());
+  }
+
+  /**
+   * Close is permanent: queued inputs are cancelled (one `session.error conflict` each, in queue
+   * order), then one `session.status closed`. Closing a closed session changes nothing.
+   */
+  close(now: string): Change<Status> {
+    const r = this.require();
+    if (r.status === "closed") return { value: { status: "closed" }, events: [] };
+    const events = this.#transition(now, "closed", "the session was closed");
+    return { value: { status: "closed" }, events };
+  }
+
+  /** Appends events and bumps the row in one transaction; the caller is already inside none. */
+  #transition(now: string, to: SessionStatus, cancelReason: string): LoggedEvent[] {
+    return this.#storage.transactionSync(() => {
+      const events: LoggedEvent[] = [];
+      const queued = this.#storage.sql
+        .exec<{ seq: number; event_id: string; state: string }>("SELECT seq, event_id, state FROM inputs ORDER BY seq")
+        .toArray();
+      for (const q of queued) {
+        const message =
+          q.state === "running"
+            ? `the running turn was stopped: ${cancelReason}`
+            : `the queued input was interrupted before execution: ${cancelReason}`;
+        events.push(this.#append({ type: "session.error", data: { code: "conflict", message }, input_id: q.event_id }, now));
+      }
+      this.#storage.sql.exec("DELETE FROM inputs");
+      events.push(this.#append({ type: "session.status", data: { status: to } }, now));
+      this.#storage.sql.exec(
+        "UPDATE session SET status = ?, updated_at = ?, version = version + 1",
+        to,
+        now,
+      );
+      return events;
+    });
+  }
+
+  #append(e: NewEvent, now: string): LoggedEvent {
+    const bytes = this.#storage.sql.exec<{ b: number }>("SELECT log_bytes AS b FROM session").one().b;
+    const logged = this.log.append(e, now, bytes);
+    this.#storage.sql.exec("UPDATE session SET log_bytes = ?", logged.endOffset);
+    return logged;
+  }
+
+  /** The event position a client cursor names; `""` is the start of the log. */
+  positionOf(r: SessionRow, cursor: string): number {
+    if (cursor === "") return 0;
+    if (new TextEncoder().encode(cursor).length > MAX_CURSOR_BYTES) throw cursorUnavailable("cursor is over 512 bytes");
+    const pos = decodeCursor(r.cursor_key, cursor);
+    if (!pos || pos.epoch !== r.epoch || pos.seq > this.log.lastSeq()) {
+      throw cursorUnavailable("cursor is not a position in this session's event log");
+    }
+    return pos.seq;
+  }
+
+  withCursor(r: SessionRow, seq: number, e: Event): Event {
+    return { ...e, cursor: encodeCursor(r.cursor_key, { epoch: r.epoch, seq }) };
+  }
+
+  /** JSON mode: a page of retained events after `cursor`; an empty page returns `cursor` itself. */
+  page(cursor: string, limit: number): EventList {
+    const r = this.require();
+    const after = this.positionOf(r, cursor);
+    const events = this.log.read(after, limit).map((l) => this.withCursor(r, l.seq, l.event));
+    return { events, next_cursor: events.at(-1)?.cursor ?? cursor };
+  }
+
+  /** Marks the index as holding `version`, unless a newer change happened meanwhile. */
+  markIndexed(version: number): void {
+    this.#storage.sql.exec("UPDATE session SET indexed_version = MAX(indexed_version, ?)", version);
+  }
+}

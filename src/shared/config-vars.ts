@@ -1,0 +1,17 @@
+import type { HostConfig } from "./config-schema.ts";
+
+/**
+ * Every environment variable the host config names. The local stack binds exactly these into the
+ * Worker (never the whole host environment).
+ */
+export function referencedVariables(c: HostConfig): string[] {
+  const names = new Set<string>();
+  for (const t of c.tokens) names.add(t.token_env);
+  for (const p of Object.values(c.providers)) names.add(p.api_key_env);
+  for (const t of c.tools) if (t.token_env) names.add(t.token_env);
+  if (c.credential_keys) for (const v of Object.values(c.credential_keys.keys)) names.add(v);
+  if (c.runners) names.add(c.runners.token_env);
+  const p = c.persistence;
+  if (p) for (const v of [p.access_key_env, p.secret_key_env, p.postgres_env]) if (v) names.add(v);
+  return [...names];
+}

@@ -1,0 +1,16 @@
+/**
+ * Numbered SQL migrations for object SQLite. Applied synchronously when an object wakes, each in
+ * one transaction with its version row. DO SQLite refuses `PRAGMA user_version`, hence the table.
+ * Append only: a migration's index + 1 is its version.
+ */
+export function migrate(storage: DurableObjectStorage, migrations: readonly string[]): void {
+  const sql = storage.sql;
+  sql.exec("CREATE TABLE IF NOT EXISTS _migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)");
+  const row = sql.exec<{ v: number | null }>("SELECT MAX(version) AS v FROM _migrations").one();
+  for (let v = (row.v ?? 0) + 1; v <= migrations.length; v++) {
+    storage.transactionSync(() => {
+      sql.exec(migrations[v - 1]!);
+      sql.exec("INSERT INTO _migrations (version, applied_at) VALUES (?, ?)", v, new Date().toISOString());
+    });
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * Spawns the real local stack (`node cli/svc.mjs -config <tmp>`) with a temporary config and
+ * environment, and waits on its own output (no polling): the stdout line with the URL, then the
+ * runner-host's "connected" log line.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+export type Stack = {
+  url: string;
+  dir: string;
+  child: ChildProcess;
+  stderr: () => string;
+  /** Resolves when a stderr line matching `re` appears (from now or already seen). */
+  waitForLog(re: RegExp, timeoutMs?: number): Promise<string>;
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null; ms: number }>;
+};
+
+export type StackOptions = { config: Record<string, unknown>; env: Record<string, string>; dir?: string };
+
+export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<Stack> {
+  const dir = o.dir ?? mkdtempSync(path.join(tmpdir(), "svc-e2e-"));
+  const configPath = path.join(dir, "config.json");
+  writeFileSync(configPath, JSON.stringify({ listen: "127.0.0.1:0", data_dir: path.join(dir, "data"), ...o.config }));
+  const child = spawn(process.execPath, [path.join(ROOT, "cli/svc.mjs"), "-config", configPath], {
+    cwd: dir,
+    env: { PATH: process.env.PATH ?? "", HOME: dir, ...o.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let err = "";
+  const waiters: { re: RegExp; resolve: (l: string) => void }[] = [];
+  child.stdout!.setEncoding("utf8").on("data", (d: string) => (out += d));
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => {
+    err += d;
+    if (process.env.SVC_TEST_VERBOSE) process.stderr.write(d);
+    for (const w of [...waiters]) {
+      const line = err.split("\n").find((l) => w.re.test(l));
+      if (line) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(line);
+      }
+    }
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => resolve({ code, signal })),
+  );
+
+  const waitForLog = (re: RegExp, ms = timeoutMs) =>
+    new Promise<string>((resolve, reject) => {
+      const seen = err.split("\n").find((l) => re.test(l));
+      if (seen) return resolve(seen);
+      const t = setTimeout(() => reject(new Error(`timed out waiting for log ${re}; stderr:\n${err.slice(-4000)}`)), ms);
+      waiters.push({ re, resolve: (l) => (clearTimeout(t), resolve(l)) });
+    });
+
+  const url = await new Promise<string>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`stack did not start; stderr:\n${err.slice(-4000)}`)), timeoutMs);
+    const check = () => {
+      const m = /svc: listening on (\S+)/.exec(out);
+      if (m) {
+        clearTimeout(t);
+        resolve(m[1]!);
+      }
+    };
+    child.stdout!.on("data", check);
+    exited.then(({ code }) => reject(new Error(`stack exited with ${code}; stderr:\n${err.slice(-4000)}`)));
+  });
+  await waitForLog(/"msg":"runner-host connected"/);
+
+  return {
+    url,
+    dir,
+    child,
+    stderr: () => err,
+    waitForLog,
+    async stop(signal = "SIGTERM") {
+      const t0 = performance.now();
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const r = await exited;
+      return { ...r, ms: performance.now() - t0 };
+    },
+  };
+}
+
+/** A secret of the right length for token variables. */
+export function secret(label: string): string {
+  return `${label}-${"x".repeat(32)}`.slice(0, 40);
+}
