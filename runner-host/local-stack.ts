@@ -42,6 +42,7 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
 
   const { host, port } = parseListen(o.config.listen);
   const script = await bundleWorker();
+  const before = signalListeners();
   const mf = new Miniflare({
     ...convertV4MiniflareOptions({
       modules: [{ type: "ESModule", path: path.join(dataDir, "worker.mjs"), contents: script }],
@@ -58,6 +59,9 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
     }),
     resourcePersistencePath: path.join(dataDir, "worker"),
   });
+  // Miniflare's exit hook answers SIGINT/SIGTERM with an immediate process.exit; the stack drains
+  // first instead (its "exit" hook, which stops workerd if we die, stays).
+  for (const [sig, fns] of signalListeners()) for (const fn of fns) if (!before.get(sig)!.includes(fn)) process.off(sig, fn);
   const url = (await mf.ready).href.replace(/\/$/, "");
   log("info", "local stack listening", { url, data_dir: dataDir, startup_ms: Math.round(performance.now() - t0) });
 
@@ -124,6 +128,12 @@ function printWelcome(o: LocalStackOptions, url: string): void {
     );
   }
   process.stdout.write(`${lines.join("\n")}\n`);
+}
+
+const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+
+function signalListeners(): Map<NodeJS.Signals, Function[]> {
+  return new Map(SIGNALS.map((s) => [s, process.listeners(s)]));
 }
 
 /** The local stack's runner secret when `runners` is not configured: generated once, kept. */

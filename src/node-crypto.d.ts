@@ -7,3 +7,10 @@ declare module "node:crypto" {
   }
   export function createHmac(algorithm: "sha256", key: string | Uint8Array): Hmac;
 }
+declare module "node:crypto" {
+  interface Hash {
+    update(data: string | Uint8Array): Hash;
+    digest(encoding: "hex"): string;
+  }
+  export function createHash(algorithm: "sha256"): Hash;
+}

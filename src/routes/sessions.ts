@@ -1,11 +1,12 @@
 /** `/sessions` and `/sessions/{id}/*`: authorization here, state in the objects. */
 import { Hono } from "hono";
-import { CreateSessionSchema, EmptySchema } from "../shared/api-schema.ts";
+import { CreateSessionSchema, EmptySchema, InputSchema } from "../shared/api-schema.ts";
 import { forbidden, unwrap } from "../shared/errors.ts";
-import { requireManage, requireSessionAccess, requireToken } from "../http/auth.ts";
+import { requireManage, requireSessionAccess, requireToken, requireWrite } from "../http/auth.ts";
 import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
 import { pageLimit, pathId } from "../http/params.ts";
+import { openSessionStream } from "../http/sse-relay.ts";
 import { prepareSession } from "../session/create.ts";
 import { sessionObjectName } from "../session/session-object.ts";
 
@@ -60,6 +61,34 @@ sessions.post("/:id/close", async (c) => {
 
 sessions.get("/:id/events", async (c) => {
   const id = target(c);
+  const stub = sessionStub(c, id);
+  if (wantsEventStream(c.req.header("Accept"))) {
+    // A present `after` wins over Last-Event-ID, also when empty (DECISIONS.md).
+    const after = c.req.query("after");
+    const cursor = after ?? c.req.header("Last-Event-ID") ?? "";
+    const { limits } = c.get("runtime").config;
+    const budget = { events: limits.subscriber_events, bytes: limits.subscriber_bytes };
+    return openSessionStream(stub, cursor, budget, c.req.raw.signal);
+  }
   const limit = pageLimit(c.req.query("limit"));
-  return c.json(unwrap(await sessionStub(c, id).readEvents(c.req.query("after") ?? "", limit)));
+  return c.json(unwrap(await stub.readEvents(c.req.query("after") ?? "", limit)));
 });
+
+sessions.post("/:id/events", async (c) => {
+  const id = target(c);
+  requireWrite(c.get("principal"));
+  const input = parseBody(await readBody(c.req.raw, bodyCap(c)), InputSchema);
+  const traceparent = c.req.header("traceparent");
+  return c.json(unwrap(await sessionStub(c, id).send(input, traceparent)), 202);
+});
+
+sessions.post("/:id/resume", async (c) => {
+  const id = target(c);
+  requireManage(c.get("principal"));
+  parseBody(await readBody(c.req.raw, bodyCap(c)), EmptySchema, {});
+  return c.json(unwrap(await sessionStub(c, id).resume()));
+});
+
+function wantsEventStream(accept: string | undefined): boolean {
+  return (accept ?? "").split(",").some((t) => t.trim().split(";")[0]!.toLowerCase() === "text/event-stream");
+}

@@ -4,11 +4,14 @@
  * `transactionSync`, and returns the events it appended so the object can publish them after the
  * commit. Plain module over a narrow storage interface, so it is testable without the object.
  */
-import type { Event, EventList, Session, SessionStatus, Status } from "../shared/api-schema.ts";
-import { conflict, cursorUnavailable, notFound } from "../shared/errors.ts";
+import { createHash } from "node:crypto";
+import type { Event, EventList, Input, Session, SessionStatus, Status } from "../shared/api-schema.ts";
+import type { Limits } from "../shared/config-schema.ts";
+import { conflict, cursorUnavailable, invalid, notFound, overloaded, unsupported } from "../shared/errors.ts";
+import { byteLength } from "../shared/ids.ts";
 import { decodeCursor, encodeCursor, MAX_CURSOR_BYTES } from "./cursor.ts";
 import { newId } from "../shared/ids.ts";
-import { EventLog, type LoggedEvent, type NewEvent } from "./event-log.ts";
+import { EventLog, MAX_RECORD_BYTES, type LoggedEvent, type NewEvent } from "./event-log.ts";
 import { toSession, type NewSession, type SessionRow } from "./record.ts";
 
 export type Storage = Pick<DurableObjectStorage, "sql" | "transactionSync">;
@@ -63,6 +66,82 @@ export class SessionState {
       }
     });
     return toSession(this.require());
+  }
+
+  /**
+   * Send input (spec "Send input"). A repeated idempotency key returns the original event whatever
+   * the session's state now; a new `user.message` is recorded and queued for its turn.
+   */
+  send(input: Input, limits: Limits, now: string, traceparent?: string): Change<Event | Status> {
+    const r = this.require();
+    if (input.type === "user.interrupt") {
+      if (input.text !== undefined || input.key !== undefined || input.delivery !== undefined) {
+        throw invalid("user.interrupt takes no text, key or delivery");
+      }
+      return this.interrupt(r, now);
+    }
+    if (input.delivery === "steer") throw unsupported("delivery steer is not supported; use queue");
+    if (input.delivery !== undefined && input.delivery !== "queue") throw invalid(`delivery: must be "queue"`);
+    if (input.text === undefined) throw invalid("text: required for user.message");
+    if (byteLength(input.text) > limits.input_bytes) throw invalid(`text: longer than ${limits.input_bytes} bytes`);
+    const hash = createHash("sha256").update(JSON.stringify([input.text, "queue"])).digest("hex");
+    if (input.key !== undefined) {
+      const seen = this.#storage.sql
+        .exec<{ input_hash: string; event_seq: number }>("SELECT input_hash, event_seq FROM idem_keys WHERE key = ?", input.key)
+        .toArray()[0];
+      if (seen) {
+        if (seen.input_hash !== hash) throw conflict("idempotency key was already used with different input");
+        const original = this.log.at(seen.event_seq)!;
+        return { value: this.withCursor(r, original.seq, original.event), events: [] };
+      }
+    }
+    if (r.status === "interrupted" || r.status === "failed" || r.status === "closed") {
+      throw conflict(`session is ${r.status}${r.status === "closed" ? "" : "; resume it first"}`);
+    }
+    const waiting = this.#storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs WHERE state = 'queued'").one().n;
+    if (waiting >= limits.queue) throw overloaded(`the session queue is full (${limits.queue} inputs)`);
+    const data: Record<string, unknown> = { type: "user.message", text: input.text, delivery: "queue" };
+    if (input.key !== undefined) data.key = input.key;
+    // "Near the limit": the message plus one maximal record, so the turn it starts can still
+    // record its terminal events.
+    const need = byteLength(JSON.stringify(data)) + 256 + MAX_RECORD_BYTES;
+    if (r.log_bytes + need > limits.session_bytes) throw overloaded("the session's event log is full");
+    const logged = this.#storage.transactionSync(() => {
+      const e = this.#append({ type: "user.message", data }, now);
+      this.#storage.sql.exec(
+        "INSERT INTO inputs (seq, event_id, text, state, accepted_at, traceparent) VALUES (?, ?, ?, 'queued', ?, ?)",
+        e.seq,
+        e.event.id,
+        input.text,
+        now,
+        traceparent ?? null,
+      );
+      if (input.key !== undefined) {
+        this.#storage.sql.exec("INSERT INTO idem_keys (key, input_hash, event_seq) VALUES (?, ?, ?)", input.key, hash, e.seq);
+      }
+      this.#storage.sql.exec("UPDATE session SET updated_at = ?, version = version + 1", now);
+      return e;
+    });
+    return { value: this.withCursor(r, logged.seq, logged.event), events: [logged] };
+  }
+
+  /**
+   * `user.interrupt`: stops the running turn and cancels queued inputs, then `interrupted`. With
+   * nothing running or queued it changes nothing (DECISIONS.md).
+   */
+  interrupt(r: SessionRow, now: string): Change<Status> {
+    if (r.status === "closed") throw conflict("session is closed");
+    const pending = this.#storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs").one().n;
+    const events = pending > 0 ? this.#transition(now, "interrupted", "the session was interrupted") : [];
+    return { value: { status: "interrupt_requested" }, events };
+  }
+
+  /** Resume: `interrupted` or `failed` → `idle` (DECISIONS.md: anything else is 409). */
+  resume(now: string): Change<Session> {
+    const r = this.require();
+    if (r.status !== "interrupted" && r.status !== "failed") throw conflict(`session is ${r.status}; only interrupted or failed sessions resume`);
+    const events = this.#transition(now, "idle", "the session was resumed");
+    return { value: toSession(this.require()), events };
   }
 
   /**

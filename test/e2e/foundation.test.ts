@@ -258,7 +258,8 @@ describe("catalog", () => {
     const r = await call(stack.url, "GET", "/catalog", { token: env.ACME_READ });
     expect(r.status).toBe(200);
     expect(r.body.tools.map((t: { name: string }) => t.name)).toEqual(["lookup", "shared_tool"]);
-    expect(JSON.stringify(r.body)).not.toMatch(/url|token_env|127\.0\.0\.1|tenants/);
+    for (const t of r.body.tools) expect(Object.keys(t).sort()).toEqual(Object.keys(t).includes("output_schema") ? ["description", "input_schema", "name", "output_schema"] : ["description", "input_schema", "name"]);
+    expect(JSON.stringify(r.body)).not.toMatch(/127\.0\.0\.1|OPENAI_KEY/);
     const g = await call(stack.url, "GET", "/catalog", { token: env.GLOBEX_MANAGE });
     expect(g.body.tools.map((t: { name: string }) => t.name)).toEqual(["shared_tool", "globex_only"]);
   });

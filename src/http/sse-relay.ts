@@ -1,0 +1,105 @@
+/**
+ * The Worker end of an SSE stream (ARCHITECTURE.md §1): one hibernatable socket to the
+ * SessionObject per client, frames written to the client here, where its backlog is visible.
+ *
+ * Budgets (spec "SSE wire format" 7, DECISIONS.md): live events written but not yet taken by the
+ * client count as their data length + 256 bytes; the event being written is not counted. Going over
+ * `subscriber_events` or `subscriber_bytes`, or a frame unwritten for 15 s, disconnects this client
+ * only. Replay is pulled batch by batch (`more` once a batch is written), so it never piles up.
+ */
+import { MORE, type SubscribeDown } from "../shared/subscribe-protocol.ts";
+import { ServiceError, type ErrorBody } from "../shared/errors.ts";
+import { encodeEvent, KEEPALIVE } from "./sse.ts";
+
+/** Spec "SSE keepalive and write deadline": 15 s each. */
+export const KEEPALIVE_MS = 15_000;
+export const WRITE_DEADLINE_MS = 15_000;
+/** Per-event overhead the budget adds to the data length, bytes (spec). */
+export const EVENT_OVERHEAD_BYTES = 256;
+
+export type Budget = { events: number; bytes: number };
+
+type Pending = { at: number; cost: number; live: boolean };
+
+export async function openSessionStream(
+  stub: { fetch(input: string, init?: RequestInit): Promise<Response> },
+  cursor: string,
+  budget: Budget,
+  signal: AbortSignal,
+): Promise<Response> {
+  const res = await stub.fetch(`https://session/subscribe?after=${encodeURIComponent(cursor)}`, {
+    headers: { Upgrade: "websocket" },
+  });
+  if (res.status !== 101 || !res.webSocket) throw ServiceError.from((await res.json()) as ErrorBody);
+  const ws = res.webSocket;
+  ws.accept();
+
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+  const writer = writable.getWriter();
+  const pending: Pending[] = [];
+  let lastWrite = Date.now();
+  let done = false;
+
+  const finish = (graceful: boolean) => {
+    if (done) return;
+    done = true;
+    clearInterval(timer);
+    try {
+      ws.close(1000, "stream ended");
+    } catch {
+      // Already closed by the object.
+    }
+    if (graceful) writer.close().catch(() => {});
+    else writer.abort(new Error("subscriber disconnected")).catch(() => {});
+  };
+
+  const write = (bytes: Uint8Array, cost: number, live: boolean): Promise<void> => {
+    const p: Pending = { at: Date.now(), cost, live };
+    pending.push(p);
+    lastWrite = p.at;
+    return writer.write(bytes).then(
+      () => void pending.splice(pending.indexOf(p), 1),
+      () => finish(false),
+    );
+  };
+
+  /** The backlog behind the frame being written (the head is not counted). */
+  const overBudget = () => {
+    let events = 0;
+    let bytes = 0;
+    for (const p of pending.slice(1)) {
+      if (!p.live) continue;
+      events += 1;
+      bytes += p.cost;
+    }
+    return events > budget.events || bytes > budget.bytes;
+  };
+
+  ws.addEventListener("message", (m) => {
+    if (done) return;
+    const msg = JSON.parse(typeof m.data === "string" ? m.data : new TextDecoder().decode(m.data)) as SubscribeDown;
+    // Closing the writer flushes what is queued first, so the final events reach the client.
+    if (msg.t === "end") return finish(true);
+    const live = msg.t === "live";
+    const writes = msg.events.map((e) => {
+      const f = encodeEvent(e);
+      return write(f.bytes, f.dataLength + EVENT_OVERHEAD_BYTES, live);
+    });
+    if (live && overBudget()) return finish(false);
+    if (msg.t === "replay" && !msg.live) Promise.all(writes).then(() => !done && ws.send(MORE));
+  });
+  ws.addEventListener("close", () => finish(true));
+  ws.addEventListener("error", () => finish(false));
+  signal.addEventListener("abort", () => finish(false));
+
+  const timer = setInterval(() => {
+    const now = Date.now();
+    if (pending.length > 0 && now - pending[0]!.at >= WRITE_DEADLINE_MS) return finish(false);
+    if (pending.length === 0 && now - lastWrite >= KEEPALIVE_MS) void write(KEEPALIVE, 0, false);
+  }, 1_000);
+
+  ws.send(MORE);
+  return new Response(readable, {
+    headers: { "Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no" },
+  });
+}

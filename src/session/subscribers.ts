@@ -1,0 +1,104 @@
+/**
+ * Live subscribers of one session: the SSE relays' sockets, accepted with the hibernation API so
+ * an idle watched session lets its object sleep.
+ *
+ * Each socket's attachment holds its mode and, while replaying, the last `seq` it was sent. Replay
+ * batches are read from SQLite synchronously and the switch to live happens in the same
+ * synchronous step that finds the socket caught up, so an event appended during a replay is
+ * either read by the replay or pushed live, never both and never neither.
+ */
+import type { Event } from "../shared/api-schema.ts";
+import { MORE, REPLAY_BATCH, type SubscribeDown } from "../shared/subscribe-protocol.ts";
+
+const TAG = "sse";
+
+type Attachment = { mode: "replay" | "live"; seq: number };
+
+export type ReplaySource = {
+  /** Retained events after `seq` (with cursors), at most `limit`, and the log's last seq. */
+  read(seq: number, limit: number): { events: { seq: number; event: Event }[]; lastSeq: number };
+  closed(): boolean;
+};
+
+export class Subscribers {
+  readonly #ctx: DurableObjectState;
+  /** Attachments are the truth (they survive hibernation); this only saves deserialising. */
+  readonly #cache = new WeakMap<WebSocket, Attachment>();
+
+  constructor(ctx: DurableObjectState) {
+    this.#ctx = ctx;
+  }
+
+  count(): number {
+    return this.#ctx.getWebSockets(TAG).filter((ws) => ws.readyState === WebSocket.OPEN).length;
+  }
+
+  accept(seq: number): Response {
+    const pair = new WebSocketPair();
+    const server = pair[1];
+    this.#ctx.acceptWebSocket(server, [TAG]);
+    this.#set(server, { mode: "replay", seq });
+    return new Response(null, { status: 101, webSocket: pair[0] });
+  }
+
+  isSubscriber(ws: WebSocket): boolean {
+    return this.#ctx.getTags(ws).includes(TAG);
+  }
+
+  /** The relay asks for the next replay batch. */
+  onMessage(ws: WebSocket, message: string, source: ReplaySource): void {
+    if (message !== MORE) {
+      ws.close(1008, "unexpected message");
+      return;
+    }
+    const a = this.#get(ws);
+    if (a.mode === "live") return;
+    const { events, lastSeq } = source.read(a.seq, REPLAY_BATCH);
+    const seq = events.at(-1)?.seq ?? a.seq;
+    const caughtUp = seq >= lastSeq;
+    if (caughtUp && source.closed()) {
+      if (events.length > 0) send(ws, { t: "replay", events: events.map((e) => e.event), live: false });
+      send(ws, { t: "end" });
+      ws.close(1000, "session closed");
+      return;
+    }
+    this.#set(ws, { mode: caughtUp ? "live" : "replay", seq });
+    send(ws, { t: "replay", events: events.map((e) => e.event), live: caughtUp });
+  }
+
+  /** Pushes events to every live socket; replaying sockets will read retained ones from the log. */
+  publish(events: Event[]): void {
+    if (events.length === 0) return;
+    for (const ws of this.#ctx.getWebSockets(TAG)) {
+      if (ws.readyState !== WebSocket.OPEN || this.#get(ws).mode !== "live") continue;
+      send(ws, { t: "live", events });
+    }
+  }
+
+  /** After the session closed and its final events were published: end every live stream. */
+  endLive(): void {
+    for (const ws of this.#ctx.getWebSockets(TAG)) {
+      if (ws.readyState !== WebSocket.OPEN || this.#get(ws).mode !== "live") continue;
+      send(ws, { t: "end" });
+      ws.close(1000, "session closed");
+    }
+  }
+
+  #get(ws: WebSocket): Attachment {
+    let a = this.#cache.get(ws);
+    if (!a) {
+      a = ws.deserializeAttachment() as Attachment;
+      this.#cache.set(ws, a);
+    }
+    return a;
+  }
+
+  #set(ws: WebSocket, a: Attachment): void {
+    ws.serializeAttachment(a);
+    this.#cache.set(ws, a);
+  }
+}
+
+function send(ws: WebSocket, m: SubscribeDown): void {
+  ws.send(JSON.stringify(m));
+}
