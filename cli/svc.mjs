@@ -1,2 +1,3 @@
 #!/usr/bin/env node
-console.log(process.version, process.argv.slice(2));
+import { main } from "../runner-host/cli.ts";
+process.exitCode = await main(process.argv.slice(2));

@@ -6,7 +6,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import type { HostConfig } from "../src/shared/config-schema.ts";
+import { parseListen, type HostConfig } from "../src/shared/config-schema.ts";
 import { referencedVariables } from "../src/shared/config-vars.ts";
 import { DEFAULT_RUNNER_SECRET_VAR } from "../src/runtime-constants.ts";
 import { resolveDataDir } from "./config-file.ts";
@@ -17,12 +17,6 @@ import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS, bundleWorker 
 export type LocalStackOptions = { config: HostConfig; configPath: string; env?: NodeJS.ProcessEnv };
 
 export type LocalStack = { url: string; stop(): Promise<void> };
-
-export function parseListen(listen: string): { host: string; port: number } {
-  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(listen);
-  if (!m) throw new Error(`listen: "${listen}" is not host:port`);
-  return { host: m[1] ?? m[2]!, port: Number(m[3]) };
-}
 
 /** Starts the stack; resolves once the HTTP port is bound. Signals are handled by `runLocalStack`. */
 export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack> {
@@ -40,7 +34,7 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
   const secret = o.config.runners ? env[secretVar]! : localRunnerSecret(dataDir);
   bindings[secretVar] = secret;
 
-  const { host, port } = parseListen(o.config.listen);
+  const { host, port } = parseListen(o.config.listen)!;
   const script = await bundleWorker();
   const before = signalListeners();
   const mf = new Miniflare({
@@ -61,7 +55,9 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
   });
   // Miniflare's exit hook answers SIGINT/SIGTERM with an immediate process.exit; the stack drains
   // first instead (its "exit" hook, which stops workerd if we die, stays).
-  for (const [sig, fns] of signalListeners()) for (const fn of fns) if (!before.get(sig)!.includes(fn)) process.off(sig, fn);
+  for (const [sig, fns] of signalListeners()) {
+    for (const fn of fns) if (!before.get(sig)!.includes(fn)) process.off(sig, fn);
+  }
   const url = (await mf.ready).href.replace(/\/$/, "");
   log("info", "local stack listening", { url, data_dir: dataDir, startup_ms: Math.round(performance.now() - t0) });
 
@@ -117,8 +113,10 @@ function printWelcome(o: LocalStackOptions, url: string): void {
   const provider = Object.keys(o.config.providers)[0];
   const lines = [`svc: listening on ${url}`];
   if (token && harness && provider) {
-    const envFile = o.configPath.replace(/\.json$/, ".env");
-    const secret = existsSync(envFile) && !process.env[`SVC_ENV_${token.token_env}`]
+    // Point at where the secret lives instead of printing it: the demo env file, or the variable.
+    const envFile = o.configPath.replace(/\.json$/i, ".env");
+    const inFile = existsSync(envFile) && new RegExp(`^${token.token_env}=`, "m").test(readFileSync(envFile, "utf8"));
+    const secret = inFile
       ? `$(grep '^${token.token_env}=' ${path.relative(process.cwd(), envFile)} | cut -d= -f2-)`
       : `$${token.token_env}`;
     const body = JSON.stringify({ harness, config: { model: `${provider}/gpt-4o-mini`, tools: [] } });
@@ -132,7 +130,7 @@ function printWelcome(o: LocalStackOptions, url: string): void {
 
 const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 
-function signalListeners(): Map<NodeJS.Signals, Function[]> {
+function signalListeners(): Map<NodeJS.Signals, NodeJS.SignalsListener[]> {
   return new Map(SIGNALS.map((s) => [s, process.listeners(s)]));
 }
 

@@ -88,6 +88,9 @@ export async function openSessionStream(
     if (live && overBudget()) return finish(false);
     if (msg.t === "replay" && !msg.live) Promise.all(writes).then(() => !done && ws.send(MORE));
   });
+  // The client went away: workerd cancels the response body, which errors the writable side. (Behind
+  // the local stack's proxy that is only seen at the next write: a keepalive at the latest.)
+  writer.closed.catch(() => finish(false));
   ws.addEventListener("close", () => finish(true));
   ws.addEventListener("error", () => finish(false));
   signal.addEventListener("abort", () => finish(false));

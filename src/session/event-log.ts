@@ -15,6 +15,12 @@ import { newId } from "../shared/ids.ts";
 
 /** Spec "Events": a retained record is at most 4 MiB (its NDJSON line, in bytes). */
 export const MAX_RECORD_BYTES = 4 * 1024 * 1024;
+/**
+ * Byte budget of one read (a JSON page or an SSE replay batch), counted in NDJSON line bytes: RPC
+ * values and WebSocket messages are capped at 32 MiB, so a page of large records stops early. A
+ * read always returns at least one event, and a record is at most 4 MiB, so it always fits.
+ */
+export const READ_BYTES = 8 * 1024 * 1024;
 /** Bytes per chunk row: well under the 2 MB SQLite row cap so a row never hits SQLITE_TOOBIG. */
 export const CHUNK_BYTES = 1_000_000;
 
@@ -68,10 +74,16 @@ export class EventLog {
     return { seq, event, endOffset };
   }
 
-  /** Events with `seq > after`, oldest first. */
+  /** Events with `seq > after`, oldest first: at most `limit`, and stopping past READ_BYTES. */
   read(after: number, limit: number): LoggedEvent[] {
+    const sizes = this.#sql
+      .exec<{ bytes: number }>("SELECT bytes FROM events WHERE seq > ? ORDER BY seq LIMIT ?", after, limit)
+      .toArray();
+    let n = 0;
+    let total = 0;
+    while (n < sizes.length && (n === 0 || total + sizes[n]!.bytes <= READ_BYTES)) total += sizes[n++]!.bytes;
     const rows = this.#sql
-      .exec<Row>("SELECT seq, data, chunks, end_offset FROM events WHERE seq > ? ORDER BY seq LIMIT ?", after, limit)
+      .exec<Row>("SELECT seq, data, chunks, end_offset FROM events WHERE seq > ? ORDER BY seq LIMIT ?", after, n)
       .toArray();
     return rows.map((r) => ({ seq: r.seq, event: JSON.parse(this.#line(r)) as Event, endOffset: r.end_offset }));
   }

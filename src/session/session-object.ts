@@ -99,8 +99,8 @@ export class SessionObject extends DurableObject<Env> {
     });
   }
 
-  async webSocketClose(ws: WebSocket): Promise<void> {
-    ws.close();
+  async webSocketClose(ws: WebSocket, code: number): Promise<void> {
+    if (this.#subs.isSubscriber(ws)) log("info", "event stream closed", { session_id: this.#state.row()?.id, code });
   }
 
   async alarm(): Promise<void> {

@@ -19,6 +19,8 @@ export type Stack = {
   /** Resolves when a stderr line matching `re` appears (from now or already seen). */
   waitForLog(re: RegExp, timeoutMs?: number): Promise<string>;
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null; ms: number }>;
+  /** SIGKILL to the whole process group (the stack and its workerd): a crash, nothing runs after. */
+  crash(): Promise<void>;
 };
 
 export type StackOptions = { config: Record<string, unknown>; env: Record<string, string>; dir?: string };
@@ -31,6 +33,7 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
     cwd: dir,
     env: { PATH: process.env.PATH ?? "", HOME: dir, ...o.env },
     stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
   });
   let out = "";
   let err = "";
@@ -79,6 +82,10 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
     child,
     stderr: () => err,
     waitForLog,
+    async crash() {
+      process.kill(-child.pid!, "SIGKILL");
+      await exited;
+    },
     async stop(signal = "SIGTERM") {
       const t0 = performance.now();
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);

@@ -1,0 +1,87 @@
+/**
+ * Reads the host configuration file for the `svc` command (spec "Host configuration file"):
+ * at most 4 MiB, UTF-8 JSON, parsed by the shared schema, then its environment variables checked.
+ * Relative paths (the file's own and `data_dir`) resolve from the process working directory.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { open } from "node:fs/promises";
+import path, { resolve } from "node:path";
+import { parseEnv } from "node:util";
+import { checkEnvironment } from "../src/shared/config-env.ts";
+import { MAX_CONFIG_BYTES, parseHostConfigText, type HostConfig } from "../src/shared/config-schema.ts";
+
+/** Problems do not repeat the file's path: the caller names the file once (the CLI prefixes it). */
+export type LoadResult = { ok: true; config: HostConfig; path: string } | { ok: false; problems: string[] };
+
+export async function loadConfigFile(path: string, env: Record<string, string | undefined> = process.env): Promise<LoadResult> {
+  const absolute = resolve(process.cwd(), path);
+  const read = await readBounded(absolute);
+  if (typeof read === "string") return { ok: false, problems: [read] };
+
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(read);
+  } catch {
+    return { ok: false, problems: ["the file is not valid UTF-8"] };
+  }
+  const parsed = parseHostConfigText(text);
+  if (!parsed.ok) return parsed;
+  const problems = checkEnvironment(parsed.config, env);
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, config: parsed.config, path: absolute };
+}
+
+/**
+ * The file's bytes, or a problem. Reads at most one byte past the cap, so neither a huge file nor
+ * one that grows between the size check and the read is ever held in memory whole.
+ */
+async function readBounded(path: string): Promise<Uint8Array | string> {
+  let file;
+  try {
+    file = await open(path, "r");
+  } catch (e) {
+    return describeFsError(e);
+  }
+  try {
+    const stat = await file.stat();
+    if (!stat.isFile()) return "not a regular file";
+    if (stat.size > MAX_CONFIG_BYTES) return TOO_LARGE;
+    const buf = new Uint8Array(MAX_CONFIG_BYTES + 1);
+    let length = 0;
+    while (length < buf.length) {
+      const { bytesRead } = await file.read(buf, length, buf.length - length, null);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+    }
+    return length > MAX_CONFIG_BYTES ? TOO_LARGE : buf.subarray(0, length);
+  } catch (e) {
+    return describeFsError(e);
+  } finally {
+    await file.close();
+  }
+}
+
+const TOO_LARGE = `the configuration is larger than ${MAX_CONFIG_BYTES} bytes (4 MiB)`;
+
+function describeFsError(e: unknown): string {
+  const code = (e as { code?: string }).code;
+  if (code === "ENOENT") return "no such file";
+  if (code === "EACCES" || code === "EPERM") return "permission denied";
+  if (code === "EISDIR") return "not a regular file";
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** `data_dir` as an absolute path; relative values resolve from the working directory. */
+export function resolveDataDir(config: HostConfig, cwd: string = process.cwd()): string {
+  return resolve(cwd, config.data_dir);
+}
+
+/**
+ * Loads `<name>.env` beside `<name>.json` when it exists (the local demo keeps its fake secrets
+ * there), without overriding variables the environment already sets. Returns its path if loaded.
+ */
+export function loadEnvFileBeside(configPath: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const file = path.resolve(configPath).replace(/\.json$/i, "") + ".env";
+  if (file === path.resolve(configPath) || !existsSync(file)) return undefined;
+  for (const [k, v] of Object.entries(parseEnv(readFileSync(file, "utf8")))) if (env[k] === undefined) env[k] = v;
+  return file;
+}

@@ -1,0 +1,87 @@
+/**
+ * Checks the environment variables a parsed host configuration names (spec "Host configuration
+ * file", "Authentication" 1 and 10). Runs at Worker startup and in `svc -check`, so it uses only
+ * web-standard APIs. Problems name the field and the variable, never the value.
+ */
+import { formatPath } from "./config-fields.ts";
+import type { HostConfig } from "./config-schema.ts";
+
+/** Spec Authentication 1: a token secret is at least 24 bytes. */
+export const MIN_SECRET_BYTES = 24;
+/** Spec "Host configuration file" `credential_keys`: a base64 32-byte (AES-256) key. */
+export const CREDENTIAL_KEY_BYTES = 32;
+
+type Env = Record<string, string | undefined>;
+
+const encoder = new TextEncoder();
+
+export function checkEnvironment(config: HostConfig, env: Env): string[] {
+  const problems: string[] = [];
+  const secret = (field: string, name: string): string | undefined => {
+    const value = env[name];
+    if (value === undefined) problems.push(`${field}: environment variable ${name} is not set`);
+    else if (encoder.encode(value).length < MIN_SECRET_BYTES) {
+      problems.push(`${field}: environment variable ${name} must hold at least ${MIN_SECRET_BYTES} bytes`);
+    } else return value;
+    return undefined;
+  };
+  const nonEmpty = (field: string, name: string) => {
+    const value = env[name];
+    if (value === undefined) problems.push(`${field}: environment variable ${name} is not set`);
+    else if (value === "") problems.push(`${field}: environment variable ${name} is empty`);
+  };
+
+  // Two grants with one secret would make the second unreachable (or hand out the wrong tenant).
+  const owners = new Map<string, string>();
+  config.tokens.forEach((t, i) => {
+    const field = `tokens[${i}].token_env`;
+    const value = secret(field, t.token_env);
+    if (value === undefined) return;
+    const first = owners.get(value);
+    if (first) problems.push(`${field}: environment variable ${t.token_env} holds the same secret as ${first}`);
+    else owners.set(value, `${field} (${t.token_env})`);
+  });
+
+  for (const [prefix, p] of Object.entries(config.providers)) nonEmpty(formatPath(["providers", prefix, "api_key_env"]), p.api_key_env);
+  config.tools.forEach((t, i) => {
+    if (t.token_env !== "") nonEmpty(`tools[${i}].token_env`, t.token_env);
+  });
+
+  const store = config.persistence;
+  if (store) {
+    if (store.postgres_env !== "") nonEmpty("persistence.postgres_env", store.postgres_env);
+    if (store.access_key_env !== undefined) nonEmpty("persistence.access_key_env", store.access_key_env);
+    if (store.secret_key_env !== undefined) nonEmpty("persistence.secret_key_env", store.secret_key_env);
+  }
+
+  for (const [id, name] of Object.entries(config.credential_keys?.keys ?? {})) {
+    const problem = aesKeyProblem(env[name]);
+    if (problem) problems.push(`${formatPath(["credential_keys", "keys", id])}: environment variable ${name} ${problem}`);
+  }
+
+  if (config.runners) {
+    const field = "runners.token_env";
+    const value = secret(field, config.runners.token_env);
+    // A client token that also opened runner sockets would let a tenant impersonate a runner-host.
+    const clash = value === undefined ? undefined : owners.get(value);
+    if (clash) problems.push(`${field}: environment variable ${config.runners.token_env} holds the same secret as ${clash}`);
+  }
+  return problems;
+}
+
+/** Why a variable is not a usable AES-256 key, or undefined when it is one. */
+function aesKeyProblem(value: string | undefined): string | undefined {
+  if (value === undefined) return "is not set";
+  if (value === "") return "is empty";
+  let decoded: string;
+  try {
+    // The same decoder the Worker imports the key with, so what passes here also imports there.
+    decoded = atob(value);
+  } catch {
+    return "is not valid base64";
+  }
+  if (decoded.length !== CREDENTIAL_KEY_BYTES) {
+    return `must hold base64 of exactly ${CREDENTIAL_KEY_BYTES} bytes (it decodes to ${decoded.length})`;
+  }
+  return undefined;
+}

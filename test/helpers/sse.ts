@@ -1,0 +1,74 @@
+/**
+ * A real SSE client for tests: fetch + eventsource-parser, exposing frames exactly as they were
+ * framed on the wire (`id` undefined on live-only events) and comment frames (keepalives).
+ */
+import { EventSourceParserStream } from "eventsource-parser/stream";
+
+export type Frame = { id?: string; event?: string; data: string; json: any };
+
+export type SseStream = {
+  status: number;
+  headers: Headers;
+  frames: Frame[];
+  comments: string[];
+  /** Resolves when `n` frames have arrived in total. */
+  waitFrames(n: number, timeoutMs?: number): Promise<Frame[]>;
+  /** Resolves when the server ends the stream. */
+  ended: Promise<void>;
+  close(): void;
+};
+
+export async function openSse(
+  url: string,
+  o: { token: string; lastEventId?: string; signal?: AbortSignal },
+): Promise<SseStream> {
+  const ctl = new AbortController();
+  o.signal?.addEventListener("abort", () => ctl.abort());
+  const headers: Record<string, string> = { Authorization: `Bearer ${o.token}`, Accept: "text/event-stream" };
+  if (o.lastEventId !== undefined) headers["Last-Event-ID"] = o.lastEventId;
+  const res = await fetch(url, { headers, signal: ctl.signal });
+  const frames: Frame[] = [];
+  const comments: string[] = [];
+  const waiters: { n: number; resolve: () => void }[] = [];
+  let endedResolve!: () => void;
+  const ended = new Promise<void>((r) => (endedResolve = r));
+  if (res.status === 200 && res.body) {
+    const reader = res.body
+      .pipeThrough(new TextDecoderStream())
+      .pipeThrough(new EventSourceParserStream({ onComment: (c) => comments.push(c) }))
+      .getReader();
+    void (async () => {
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          frames.push({ id: value.id, event: value.event, data: value.data, json: JSON.parse(value.data) });
+          for (const w of [...waiters]) if (frames.length >= w.n) (waiters.splice(waiters.indexOf(w), 1), w.resolve());
+        }
+      } catch {
+        // Aborted by the test or cut off by the server: `ended` tells both apart by timing only.
+      }
+      endedResolve();
+    })();
+  } else {
+    endedResolve();
+  }
+  return {
+    status: res.status,
+    headers: res.headers,
+    frames,
+    comments,
+    ended,
+    waitFrames(n, timeoutMs = 15_000) {
+      if (frames.length >= n) return Promise.resolve(frames);
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(
+          () => reject(new Error(`timed out waiting for ${n} frames; got ${frames.length}: ${frames.map((f) => f.event).join(",")}`)),
+          timeoutMs,
+        );
+        waiters.push({ n, resolve: () => (clearTimeout(t), resolve(frames)) });
+      });
+    },
+    close: () => ctl.abort(),
+  };
+}

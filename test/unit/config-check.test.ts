@@ -1,0 +1,114 @@
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+
+const root = fileURLToPath(new URL("../..", import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), "svc-check-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const ENV = { SVC_TOKEN: "check-token-0123456789abcdef", OPENAI_KEY: "sk-test" };
+
+function writeConfig(name: string, over: Record<string, unknown> = {}): string {
+  const path = join(dir, name);
+  const config = {
+    data_dir: join(dir, `${name}.data`),
+    tokens: [{ token_env: "SVC_TOKEN", tenant: "acme", manage: true }],
+    harnesses: { pi: { command: ["node", "harness.ts"] } },
+    providers: { openai: { api_key_env: "OPENAI_KEY" } },
+    ...over,
+  };
+  writeFileSync(path, JSON.stringify(config, null, 2));
+  return path;
+}
+
+/** Runs the real `svc` command with only the given environment and waits for it to exit by itself. */
+function svc(args: string[], env: Record<string, string> = ENV): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [join(root, "cli/svc.mjs"), ...args], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d));
+    child.stderr.on("data", (d: Buffer) => (stderr += d));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe("svc -check validates the file and all referenced environment variables without starting", () => {
+  it("exits 0 and reports the file for a valid configuration, starting nothing", async () => {
+    const path = writeConfig("valid.json");
+    const r = await svc(["-config", path, "-check"]);
+    expect(r).toEqual({ code: 0, stdout: `config ok: ${path}\n`, stderr: "" });
+    expect(existsSync(join(dir, "valid.json.data"))).toBe(false);
+  });
+  it("accepts -config=<path>, --config and the runner subcommand", async () => {
+    const path = writeConfig("forms.json");
+    expect((await svc([`-config=${path}`, "-check"])).code).toBe(0);
+    expect((await svc(["--config", path, "--check"])).code).toBe(0);
+    expect((await svc(["runner", "-config", path, "-check"])).code).toBe(0);
+  });
+  it("resolves a relative -config path from the working directory", async () => {
+    const r = await svc(["-config", "examples/local.json", "-check"], envFile(join(root, "examples/local.env")));
+    expect(r).toEqual({ code: 0, stdout: `config ok: ${join(root, "examples/local.json")}\n`, stderr: "" });
+  });
+  it("exits 1 and names the field for an invalid field", async () => {
+    const path = writeConfig("bad-field.json", { limits: { queue: 0 }, extra: true });
+    const r = await svc(["-config", path, "-check"]);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr.trimEnd().split("\n")).toEqual([`${path}: limits.queue: must be between 1 and 1024`, `${path}: extra: unknown field`]);
+  });
+  it("exits 1 and names the variable when a referenced environment variable is missing", async () => {
+    const path = writeConfig("missing-env.json");
+    const r = await svc(["-config", path, "-check"], { SVC_TOKEN: ENV.SVC_TOKEN });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`${path}: providers.openai.api_key_env: environment variable OPENAI_KEY is not set\n`);
+  });
+  it("exits 1 without printing the secret when a token secret is too short", async () => {
+    const path = writeConfig("short-secret.json");
+    const r = await svc(["-config", path, "-check"], { ...ENV, SVC_TOKEN: "short-secret-value" });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("tokens[0].token_env: environment variable SVC_TOKEN must hold at least 24 bytes");
+    expect(r.stderr).not.toContain("short-secret-value");
+  });
+  it("exits 1 for a missing file and for trailing data", async () => {
+    const missing = join(dir, "nope.json");
+    expect(await svc(["-config", missing, "-check"])).toMatchObject({ code: 1, stderr: `${missing}: no such file\n` });
+    const trailing = join(dir, "trailing.json");
+    writeFileSync(trailing, `${readFileSync(writeConfig("t.json"), "utf8")}\n{}`);
+    expect((await svc(["-config", trailing, "-check"])).stderr).toMatch(/unexpected data after the root object/);
+  });
+  it("rejects a file over 4 MiB", async () => {
+    const big = join(dir, "big.json");
+    writeFileSync(big, Buffer.alloc(4 * 1024 * 1024 + 1, 0x20));
+    const r = await svc(["-config", big, "-check"]);
+    expect(r).toMatchObject({ code: 1, stderr: `${big}: the configuration is larger than 4194304 bytes (4 MiB)\n` });
+  });
+});
+
+describe("svc command line", () => {
+  it("exits 2 with usage on stderr for an unknown flag", async () => {
+    const r = await svc(["-config", "x.json", "-verbose"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^svc: unknown flag -verbose\nusage: svc /);
+  });
+  it("exits 2 with usage when -config is missing or has no value", async () => {
+    expect(await svc(["-check"])).toMatchObject({ code: 2, stderr: expect.stringMatching(/-config <path> is required/) });
+    expect(await svc(["-check", "-config"])).toMatchObject({ code: 2, stderr: expect.stringMatching(/-config needs a path/) });
+  });
+  it("prints usage on stdout and exits 0 for -h", async () => {
+    expect(await svc(["-h"])).toMatchObject({ code: 0, stdout: expect.stringMatching(/^usage: svc /), stderr: "" });
+  });
+});
+
+function envFile(path: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const line of readFileSync(path, "utf8").split("\n")) {
+    const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line);
+    if (m) env[m[1]!] = m[2]!;
+  }
+  return env;
+}

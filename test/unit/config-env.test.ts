@@ -1,0 +1,164 @@
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { checkEnvironment } from "../../src/shared/config-env.ts";
+import { parseHostConfig, parseHostConfigText, type HostConfig } from "../../src/shared/config-schema.ts";
+
+const root = fileURLToPath(new URL("../..", import.meta.url));
+
+const T24 = "t".repeat(24);
+const key = (bytes: number) => btoa(String.fromCharCode(...new Uint8Array(bytes).map((_, i) => i + 1)));
+
+function config(over: Record<string, unknown> = {}): HostConfig {
+  const r = parseHostConfig({
+    tokens: [
+      { token_env: "TOKEN_A", tenant: "acme", manage: true },
+      { token_env: "TOKEN_B", tenant: "acme", read_only: true },
+    ],
+    harnesses: { pi: { command: ["node", "h.ts"] } },
+    ...over,
+  });
+  if (!r.ok) throw new Error(r.problems.join("\n"));
+  return r.config;
+}
+const goodEnv = () => ({ TOKEN_A: "a".repeat(24), TOKEN_B: "b".repeat(24) });
+
+const tool = { name: "t", description: "d", input_schema: { type: "object" }, url: "https://t.example.com", tenants: ["acme"] };
+const r2 = { provider: "r2", bucket: "b", endpoint: "https://r2.example.com", access_key_env: "AK", secret_key_env: "SK", postgres_env: "PG" };
+
+describe("checkEnvironment: token secrets (Authentication 1)", () => {
+  it("accepts secrets of at least 24 bytes", () => expect(checkEnvironment(config(), goodEnv())).toEqual([]));
+  it("rejects a token variable that is not set", () => {
+    expect(checkEnvironment(config(), { TOKEN_A: T24 })).toEqual(["tokens[1].token_env: environment variable TOKEN_B is not set"]);
+  });
+  it("rejects a secret of 23 bytes and accepts one of 24 bytes counted in UTF-8", () => {
+    expect(checkEnvironment(config(), { ...goodEnv(), TOKEN_B: "b".repeat(23) })).toEqual([
+      "tokens[1].token_env: environment variable TOKEN_B must hold at least 24 bytes",
+    ]);
+    expect(checkEnvironment(config(), { ...goodEnv(), TOKEN_B: "é".repeat(12) })).toEqual([]);
+    expect(checkEnvironment(config(), { ...goodEnv(), TOKEN_B: "" })).toHaveLength(1);
+  });
+  it("rejects duplicate secret values across entries and names both", () => {
+    expect(checkEnvironment(config(), { TOKEN_A: T24, TOKEN_B: T24 })).toEqual([
+      "tokens[1].token_env: environment variable TOKEN_B holds the same secret as tokens[0].token_env (TOKEN_A)",
+    ]);
+  });
+  it("rejects two entries naming the same variable as a duplicate secret", () => {
+    const c = config({ tokens: [{ token_env: "TOKEN_A", tenant: "a" }, { token_env: "TOKEN_A", tenant: "b" }] });
+    expect(checkEnvironment(c, goodEnv())).toEqual([
+      "tokens[1].token_env: environment variable TOKEN_A holds the same secret as tokens[0].token_env (TOKEN_A)",
+    ]);
+  });
+});
+
+describe("checkEnvironment: providers, tools and persistence", () => {
+  const c = config({ providers: { openai: { api_key_env: "OPENAI_KEY" } } });
+  it("requires provider keys set and non-empty", () => {
+    expect(checkEnvironment(c, goodEnv())).toEqual(["providers.openai.api_key_env: environment variable OPENAI_KEY is not set"]);
+    expect(checkEnvironment(c, { ...goodEnv(), OPENAI_KEY: "" })).toEqual([
+      "providers.openai.api_key_env: environment variable OPENAI_KEY is empty",
+    ]);
+    expect(checkEnvironment(c, { ...goodEnv(), OPENAI_KEY: "k" })).toEqual([]);
+  });
+  it("requires a tool token_env to be non-empty only when it is set", () => {
+    expect(checkEnvironment(config({ tools: [tool] }), goodEnv())).toEqual([]);
+    const withToken = config({ tools: [{ ...tool, token_env: "TOOL_TOKEN" }] });
+    expect(checkEnvironment(withToken, { ...goodEnv(), TOOL_TOKEN: "" })).toEqual([
+      "tools[0].token_env: environment variable TOOL_TOKEN is empty",
+    ]);
+    expect(checkEnvironment(withToken, { ...goodEnv(), TOOL_TOKEN: "x" })).toEqual([]);
+  });
+  it("requires persistence postgres_env and access keys non-empty when set", () => {
+    const store = config({ persistence: r2 });
+    expect(checkEnvironment(store, { ...goodEnv(), AK: "", PG: "" })).toEqual([
+      "persistence.postgres_env: environment variable PG is empty",
+      "persistence.access_key_env: environment variable AK is empty",
+      "persistence.secret_key_env: environment variable SK is not set",
+    ]);
+    expect(checkEnvironment(store, { ...goodEnv(), AK: "a", SK: "s", PG: "postgres://db" })).toEqual([]);
+    expect(checkEnvironment(config({ persistence: { provider: "s3", bucket: "b" } }), goodEnv())).toEqual([]);
+  });
+});
+
+describe("checkEnvironment: credential keys (Authentication 10)", () => {
+  const c = config({ credential_keys: { active: "k2", keys: { k1: "KEY_1", k2: "KEY_2" } } });
+  it("accepts base64 of exactly 32 bytes for every configured key", () => {
+    expect(checkEnvironment(c, { ...goodEnv(), KEY_1: key(32), KEY_2: key(32) })).toEqual([]);
+  });
+  it.each([31, 33])("rejects base64 of %i bytes", (n) => {
+    expect(checkEnvironment(c, { ...goodEnv(), KEY_1: key(n), KEY_2: key(32) })).toEqual([
+      `credential_keys.keys.k1: environment variable KEY_1 must hold base64 of exactly 32 bytes (it decodes to ${n})`,
+    ]);
+  });
+  it("rejects invalid base64, an empty value and a missing variable, retired keys included", () => {
+    expect(checkEnvironment(c, { ...goodEnv(), KEY_1: "not base64!" })).toEqual([
+      "credential_keys.keys.k1: environment variable KEY_1 is not valid base64",
+      "credential_keys.keys.k2: environment variable KEY_2 is not set",
+    ]);
+    expect(checkEnvironment(c, { ...goodEnv(), KEY_1: "", KEY_2: key(32) })).toEqual([
+      "credential_keys.keys.k1: environment variable KEY_1 is empty",
+    ]);
+  });
+});
+
+describe("checkEnvironment: runners secret", () => {
+  const c = config({ runners: { token_env: "RUNNER" } });
+  it("is not checked when runners is absent", () => expect(checkEnvironment(config(), goodEnv())).toEqual([]));
+  it("requires the runner secret set and at least 24 bytes", () => {
+    expect(checkEnvironment(c, goodEnv())).toEqual(["runners.token_env: environment variable RUNNER is not set"]);
+    expect(checkEnvironment(c, { ...goodEnv(), RUNNER: "r".repeat(23) })).toEqual([
+      "runners.token_env: environment variable RUNNER must hold at least 24 bytes",
+    ]);
+    expect(checkEnvironment(c, { ...goodEnv(), RUNNER: "r".repeat(24) })).toEqual([]);
+  });
+  it("rejects a runner secret equal to a client token", () => {
+    expect(checkEnvironment(c, { ...goodEnv(), RUNNER: "a".repeat(24) })).toEqual([
+      "runners.token_env: environment variable RUNNER holds the same secret as tokens[0].token_env (TOKEN_A)",
+    ]);
+  });
+});
+
+describe("checkEnvironment: secrecy", () => {
+  it("never puts a secret value into a problem message", () => {
+    const c = config({
+      tokens: [
+        { token_env: "T1", tenant: "a" },
+        { token_env: "T2", tenant: "a" },
+        { token_env: "T3", tenant: "a" },
+      ],
+      credential_keys: { active: "k", keys: { k: "AES" } },
+      runners: { token_env: "RUNNER" },
+    });
+    const env = {
+      T1: "SECRET-short",
+      T2: "SECRET-duplicated-value-0001",
+      T3: "SECRET-duplicated-value-0001",
+      AES: btoa("SECRET-key-that-is-too-short"),
+      RUNNER: "SECRET-duplicated-value-0001",
+    };
+    const problems = checkEnvironment(c, env);
+    expect(problems).toHaveLength(4);
+    for (const p of problems) {
+      for (const value of Object.values(env)) expect(p).not.toContain(value);
+      expect(p).not.toContain("SECRET");
+    }
+  });
+});
+
+describe("examples/local.json", () => {
+  it("parses and passes checkEnvironment with the variables from examples/local.env", () => {
+    const parsed = parseHostConfigText(readFileSync(`${root}/examples/local.json`, "utf8"));
+    if (!parsed.ok) throw new Error(parsed.problems.join("\n"));
+    const env: Record<string, string> = {};
+    for (const line of readFileSync(`${root}/examples/local.env`, "utf8").split("\n")) {
+      const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line);
+      if (m) env[m[1]!] = m[2]!;
+    }
+    expect(checkEnvironment(parsed.config, env)).toEqual([]);
+    expect(parsed.config.runners).toEqual({ token_env: "SVC_RUNNER_SECRET" });
+    expect(parsed.config.tokens.map((t) => [t.tenant, t.manage, t.read_only])).toEqual([
+      ["demo", true, false],
+      ["demo", false, true],
+    ]);
+  });
+});
