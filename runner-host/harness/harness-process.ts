@@ -1,0 +1,404 @@
+/**
+ * The runner-host's client for ONE harness process speaking `svc-harness/1` over stdio.
+ *
+ * Owns: the child (its own process group), a private directory holding its cwd, HOME and TMPDIR
+ * (removed when it exits), the correlation table of in-flight requests and the per-session event
+ * listeners.
+ * Invariants:
+ * - The child's environment is exactly PATH, HOME, TMPDIR and LANG (spec "Runner (harness)":
+ *   ambient host variables are stripped). Provider keys travel only inside `init`/`set_keys`
+ *   on stdin, and are redacted from re-logged stderr.
+ * - Every request settles: with its response, or with a HarnessError on timeout, framing
+ *   violation or exit. Nothing is left hanging when the child dies.
+ * - Any framing violation (unparsable line, unknown type, unknown field, response to an id we
+ *   never sent, anything before `ready`) kills the process and is reported as
+ *   `framing_violation` (spec "States and transitions").
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { isAbsolute, join, resolve } from "node:path";
+import { performance } from "node:perf_hooks";
+import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "./jsonl.ts";
+import {
+  HarnessOutputSchema,
+  RESULT_SCHEMAS,
+  type CommandInput,
+  type CommandOp,
+  type ReadyEvent,
+  type ResponseOf,
+  type SessionEvent,
+} from "./protocol.ts";
+
+/** Deadline for the first line (`ready`), ms. pi-ai loads its catalog at import: ~0.3-1 s. */
+export const DEFAULT_READY_TIMEOUT_MS = 15_000;
+/** Time a harness gets between SIGTERM and SIGKILL, ms (execa/pi-mono use 1-5 s). */
+export const DEFAULT_KILL_GRACE_MS = 2_000;
+/** Deadline for a response, ms. Every op answers at once (a `run` reply means "accepted"). */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+/** After `exit`, how long stdio may stay open (a stray grandchild holding the pipes), ms. */
+const CLOSE_AFTER_EXIT_MS = 2_000;
+/** A re-logged stderr line is cut at this many characters so a runaway child cannot flood logs. */
+const MAX_STDERR_LINE_CHARS = 8_192;
+/** Stderr lines kept for error messages, which makes CI failures readable. */
+const STDERR_TAIL_LINES = 20;
+
+export type HarnessLogger = (record: Record<string, unknown>) => void;
+
+export interface HarnessProcessOptions {
+  /** argv of the harness; `node` in `command[0]` means this Node (`process.execPath`). */
+  command: readonly string[];
+  /** The private directory is created under this directory. */
+  rootDir: string;
+  /** Relative paths in `command` that exist here are made absolute (the child's cwd is private). */
+  baseDir?: string;
+  /** Name used in log records. */
+  label?: string;
+  readyTimeoutMs?: number;
+  killGraceMs?: number;
+  requestTimeoutMs?: number;
+  log?: HarnessLogger;
+}
+
+export type ExitReason = "exited" | "killed" | "framing_violation" | "fatal" | "ready_timeout" | "spawn_failed";
+
+/** How the process ended. `code` and `signal` are kept apart: death by signal is not success. */
+export interface HarnessExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  reason: ExitReason;
+  message: string;
+}
+
+export type HarnessErrorCode = "exited" | "framing_violation" | "request_timeout" | "not_running";
+
+export class HarnessError extends Error {
+  override name = "HarnessError";
+  readonly code: HarnessErrorCode;
+  constructor(code: HarnessErrorCode, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+interface Pending {
+  op: CommandOp;
+  resolve(response: ResponseOf<CommandOp>): void;
+  reject(error: HarnessError): void;
+  timer: NodeJS.Timeout;
+}
+
+const defaultLogger: HarnessLogger = (record) => {
+  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...record })}\n`);
+};
+
+export class HarnessProcess {
+  readonly pid: number;
+  readonly workDir: string;
+  /** The `ready` event; set once `start` resolves. */
+  ready!: ReadyEvent;
+  /** Spawn to `ready`, ms (metric `svc.runner.startup`). */
+  startupMs = 0;
+  /** Settles once, when the process is gone and its directory removed. */
+  readonly exited: Promise<HarnessExit>;
+
+  #child: ChildProcess;
+  #opts: Required<Omit<HarnessProcessOptions, "baseDir">>;
+  #pending = new Map<string, Pending>();
+  #listeners = new Map<string, Set<(event: SessionEvent) => void>>();
+  #exitListeners = new Set<(exit: HarnessExit) => void>();
+  #onReady?: (ready: ReadyEvent) => void;
+  #nextId = 1;
+  #secrets = new Set<string>();
+  #stderrTail: string[] = [];
+  #endReason?: { reason: ExitReason; message: string };
+  #exitInfo?: HarnessExit;
+  #resolveExited!: (exit: HarnessExit) => void;
+  #killTimer?: NodeJS.Timeout;
+  #violated = false;
+
+  /** Spawns the harness and resolves once it said `ready`; kills it and rejects otherwise. */
+  static async start(options: HarnessProcessOptions): Promise<HarnessProcess> {
+    const dir = await mkdtemp(join(options.rootDir, "harness-"));
+    await Promise.all(["home", "tmp", "work"].map((d) => mkdir(join(dir, d), { mode: 0o700 })));
+    const hp = new HarnessProcess(options, dir);
+    const started = performance.now();
+    let readyTimer: NodeJS.Timeout | undefined;
+    let unsubscribe = () => {};
+    try {
+      hp.ready = await new Promise<ReadyEvent>((resolveReady, rejectReady) => {
+        hp.#onReady = resolveReady;
+        unsubscribe = hp.onExit((exit) => rejectReady(hp.#exitError(exit, "exited before ready")));
+        readyTimer = setTimeout(() => {
+          void hp.#end("ready_timeout", `no ready within ${hp.#opts.readyTimeoutMs} ms`);
+        }, hp.#opts.readyTimeoutMs);
+      });
+    } catch (err) {
+      await hp.exited; // the private directory is gone before the caller hears about it
+      throw err;
+    } finally {
+      clearTimeout(readyTimer);
+      unsubscribe();
+    }
+    hp.startupMs = performance.now() - started;
+    return hp;
+  }
+
+  private constructor(options: HarnessProcessOptions, dir: string) {
+    this.workDir = dir;
+    this.#opts = {
+      command: options.command,
+      rootDir: options.rootDir,
+      label: options.label ?? "harness",
+      readyTimeoutMs: options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS,
+      killGraceMs: options.killGraceMs ?? DEFAULT_KILL_GRACE_MS,
+      requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+      log: options.log ?? defaultLogger,
+    };
+    this.exited = new Promise((r) => (this.#resolveExited = r));
+    const [file, ...args] = resolveCommand(options.command, options.baseDir ?? process.cwd());
+    this.#child = spawn(file!, args, {
+      cwd: join(dir, "work"),
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: join(dir, "home"), TMPDIR: join(dir, "tmp"), LANG: "C.UTF-8" },
+      detached: true, // own process group, so kill() reaches everything the harness started
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    this.pid = this.#child.pid ?? -1;
+    this.#wire(this.#child);
+  }
+
+  get exitInfo(): HarnessExit | undefined {
+    return this.#exitInfo;
+  }
+
+  /** Sends a command and resolves with its response (ok or not). Keys in init/set_keys are never logged. */
+  request<C extends CommandInput>(command: C, opts: { timeoutMs?: number } = {}): Promise<ResponseOf<C["op"]>> {
+    if (this.#endReason || this.#exitInfo || !this.#child.stdin?.writable) {
+      return Promise.reject(new HarnessError("not_running", `harness ${this.pid} is not running`));
+    }
+    if (command.op === "init" || command.op === "set_keys") {
+      for (const p of Object.values(command.providers)) if (p.key.length >= 4) this.#secrets.add(p.key);
+    }
+    const id = `c${this.#nextId++}`;
+    return new Promise((resolveReq, rejectReq) => {
+      const timeoutMs = opts.timeoutMs ?? this.#opts.requestTimeoutMs;
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        rejectReq(new HarnessError("request_timeout", `${command.op} got no response within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.#pending.set(id, {
+        op: command.op,
+        resolve: resolveReq as (r: ResponseOf<CommandOp>) => void,
+        reject: rejectReq,
+        timer,
+      });
+      this.#child.stdin!.write(serializeJsonLine({ id, ...command }));
+    });
+  }
+
+  /** Events of one session. Returns an unsubscribe function. */
+  onEvent(session: string, listener: (event: SessionEvent) => void): () => void {
+    let set = this.#listeners.get(session);
+    if (!set) this.#listeners.set(session, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.#listeners.delete(session);
+    };
+  }
+
+  onExit(listener: (exit: HarnessExit) => void): () => void {
+    if (this.#exitInfo) {
+      listener(this.#exitInfo);
+      return () => {};
+    }
+    this.#exitListeners.add(listener);
+    return () => this.#exitListeners.delete(listener);
+  }
+
+  /** Closes stdin: a harness exits cleanly on EOF (the last detach closes the host). */
+  endInput(): void {
+    this.#child.stdin?.end();
+  }
+
+  /** SIGTERM to the process group, SIGKILL after the grace period unless it exited first. */
+  kill(reason: ExitReason = "killed", message = "killed by the runner-host"): Promise<HarnessExit> {
+    return this.#end(reason, message);
+  }
+
+  #end(reason: ExitReason, message: string): Promise<HarnessExit> {
+    if (this.#exitInfo || this.#endReason) return this.exited;
+    this.#endReason = { reason, message };
+    this.#rejectAll(new HarnessError(reason === "framing_violation" ? "framing_violation" : "exited", message));
+    this.#signalGroup("SIGTERM");
+    this.#killTimer = setTimeout(() => {
+      if (this.#child.exitCode === null && this.#child.signalCode === null) this.#signalGroup("SIGKILL");
+    }, this.#opts.killGraceMs);
+    return this.exited;
+  }
+
+  #signalGroup(signal: NodeJS.Signals): void {
+    if (this.pid <= 0) return;
+    try {
+      process.kill(-this.pid, signal);
+    } catch {
+      // ESRCH: the group is already gone.
+    }
+  }
+
+  #wire(child: ChildProcess): void {
+    child.stdin!.on("error", () => {}); // EPIPE after the child died; `exit` reports it
+    for (const stream of [child.stdout!, child.stderr!]) {
+      stream.on("error", (err) => this.#log("warn", "harness pipe error", { error: err.message }));
+    }
+    attachJsonlReader(
+      child.stdout!,
+      {
+        onMessage: (value) => this.#handleOutput(value),
+        onError: (err) => this.#violation(err.message),
+      },
+      DEFAULT_MAX_LINE_BYTES,
+    );
+    let partial = "";
+    child.stderr!.setEncoding("utf8");
+    child.stderr!.on("data", (chunk: string) => {
+      const lines = (partial + chunk).split("\n");
+      partial = lines.pop() ?? "";
+      if (partial.length > MAX_STDERR_LINE_CHARS) {
+        lines.push(partial);
+        partial = "";
+      }
+      for (const line of lines) this.#logStderr(line);
+    });
+    child.stderr!.on("end", () => partial && this.#logStderr(partial));
+    child.on("error", (err) => {
+      this.#log("error", "harness process error", { error: err.message });
+      if (child.pid === undefined) this.#finish(null, null, "spawn_failed", err.message);
+    });
+    let closeTimer: NodeJS.Timeout | undefined;
+    child.on("exit", () => {
+      clearTimeout(this.#killTimer);
+      this.#signalGroup("SIGKILL"); // leftovers of the group must not outlive the harness
+      closeTimer = setTimeout(() => {
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+      }, CLOSE_AFTER_EXIT_MS);
+    });
+    child.on("close", (code, signal) => {
+      clearTimeout(closeTimer);
+      const end = this.#endReason ?? { reason: "exited" as const, message: "the harness exited" };
+      this.#finish(code, signal, end.reason, end.message);
+    });
+  }
+
+  #finish(code: number | null, signal: NodeJS.Signals | null, reason: ExitReason, message: string): void {
+    if (this.#exitInfo) return;
+    clearTimeout(this.#killTimer);
+    const exit: HarnessExit = { code, signal, reason, message };
+    this.#exitInfo = exit;
+    this.#rejectAll(this.#exitError(exit, "harness exited"));
+    this.#log(reason === "exited" && code === 0 ? "info" : "warn", "harness exited", { ...exit });
+    for (const l of this.#exitListeners) this.#safely("exit listener", () => l(exit));
+    this.#exitListeners.clear();
+    void rm(this.workDir, { recursive: true, force: true }).finally(() => this.#resolveExited(exit));
+  }
+
+  #handleOutput(value: Record<string, unknown>): void {
+    if (this.#violated) return;
+    const parsed = HarnessOutputSchema.safeParse(value);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      return this.#violation(`invalid message (${issue?.path.join(".") || "type"}: ${issue?.message})`);
+    }
+    const msg = parsed.data;
+    if (msg.type === "ready") {
+      if (!this.#onReady) return this.#violation("second ready");
+      const onReady = this.#onReady;
+      this.#onReady = undefined;
+      return onReady(msg);
+    }
+    if (this.#onReady) return this.#violation(`${msg.type} before ready`);
+    switch (msg.type) {
+      case "response": {
+        const pending = this.#pending.get(msg.id);
+        if (!pending) return this.#violation(`response to unknown id ${JSON.stringify(msg.id)}`);
+        if (msg.ok && !RESULT_SCHEMAS[pending.op].safeParse(msg.result).success) {
+          return this.#violation(`malformed ${pending.op} result`);
+        }
+        this.#pending.delete(msg.id);
+        clearTimeout(pending.timer);
+        return pending.resolve(msg as ResponseOf<CommandOp>);
+      }
+      case "fatal":
+        this.#log("error", "harness fatal", { error: this.#redact(msg.message) });
+        this.#endReason ??= { reason: "fatal", message: msg.message };
+        return this.#rejectAll(new HarnessError("exited", `harness fatal: ${msg.message}`));
+      default:
+        for (const l of this.#listeners.get(msg.session) ?? []) this.#safely("event listener", () => l(msg));
+    }
+  }
+
+  /** A listener's bug must not become an uncaught exception inside the stdout reader. */
+  #safely(what: string, fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.#log("error", `harness ${what} threw`, { error: (err as Error).message });
+    }
+  }
+
+  #violation(detail: string): void {
+    if (this.#violated) return;
+    this.#violated = true;
+    this.#log("error", "harness framing violation", { error: this.#redact(detail) });
+    void this.#end("framing_violation", `framing violation: ${this.#redact(detail)}`);
+  }
+
+  #rejectAll(error: HarnessError): void {
+    for (const p of this.#pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(error);
+    }
+    this.#pending.clear();
+  }
+
+  #exitError(exit: HarnessExit, what: string): HarnessError {
+    const tail = this.#stderrTail.length ? `; stderr tail:\n${this.#stderrTail.join("\n")}` : "";
+    const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.code}`;
+    const code = exit.reason === "framing_violation" ? "framing_violation" : "exited";
+    return new HarnessError(code, `${what} (${exit.reason}, ${how}): ${exit.message}${tail}`);
+  }
+
+  #logStderr(raw: string): void {
+    const line = this.#redact(raw.endsWith("\r") ? raw.slice(0, -1) : raw).slice(0, MAX_STDERR_LINE_CHARS);
+    if (line.length === 0) return;
+    this.#stderrTail.push(line);
+    if (this.#stderrTail.length > STDERR_TAIL_LINES) this.#stderrTail.shift();
+    this.#log("info", "harness stderr", { line });
+  }
+
+  #log(level: string, msg: string, fields: Record<string, unknown>): void {
+    this.#opts.log({ level, msg, harness: this.#opts.label, pid: this.pid, ...fields });
+  }
+
+  #redact(text: string): string {
+    let out = text;
+    for (const s of this.#secrets) out = out.split(s).join("[redacted]");
+    return out;
+  }
+}
+
+/**
+ * `node` → this Node binary; relative paths that exist under `baseDir` → absolute, because the
+ * child runs in its private directory (spec "Host configuration file": relative paths resolve from
+ * the process working directory).
+ */
+export function resolveCommand(command: readonly string[], baseDir: string): string[] {
+  if (command.length === 0 || !command[0]) throw new Error("harness command is empty");
+  return command.map((arg, i) => {
+    if (i === 0 && arg === "node") return process.execPath;
+    if (arg.startsWith("-") || isAbsolute(arg) || (i === 0 && !arg.includes("/"))) return arg;
+    const abs = resolve(baseDir, arg);
+    return existsSync(abs) ? abs : arg;
+  });
+}

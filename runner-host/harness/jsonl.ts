@@ -1,0 +1,154 @@
+/**
+ * Strict JSON-lines framing for `svc-harness/1` (pi-harness.md §7 "Transport").
+ *
+ * - Lines end at `\n` only. `readline` is not used: it also splits on U+2028/U+2029, which are
+ *   legal inside JSON strings. One trailing `\r` is stripped.
+ * - Bytes are decoded with a StringDecoder, so a UTF-8 sequence split across chunks survives.
+ * - An unparsable line, a line that is not a JSON object, a line longer than the maximum, and
+ *   bytes left without a final `\n` at end of stream are framing errors. Nothing is skipped:
+ *   after the first error the decoder is poisoned and yields nothing more, because the caller
+ *   ends the peer on a framing violation anyway.
+ */
+import { StringDecoder } from "node:string_decoder";
+import type { Readable } from "node:stream";
+
+/**
+ * Longest line either end may send, in UTF-8 bytes: a 4 MiB native record plus a 2 MiB tool
+ * output plus envelope overhead (pi-harness.md §7).
+ */
+export const DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024;
+
+export type JsonObject = Record<string, unknown>;
+
+export class FramingError extends Error {
+  override name = "FramingError";
+}
+
+export type DecodeResult = { ok: true; value: JsonObject } | { ok: false; error: FramingError };
+
+/** Push-style decoder: feed chunks, get complete messages (or one error) back. */
+export class JsonlDecoder {
+  readonly maxLineBytes: number;
+  #decoder = new StringDecoder("utf8");
+  #buffer = "";
+  #failed = false;
+
+  constructor(maxLineBytes = DEFAULT_MAX_LINE_BYTES) {
+    this.maxLineBytes = maxLineBytes;
+  }
+
+  get failed(): boolean {
+    return this.#failed;
+  }
+
+  push(chunk: Buffer | string): DecodeResult[] {
+    if (this.#failed) return [];
+    // The buffered tail holds no `\n`, so only the new text needs scanning (a long line arriving
+    // in many chunks stays linear).
+    const scanFrom = this.#buffer.length;
+    this.#buffer += typeof chunk === "string" ? chunk : this.#decoder.write(chunk);
+    const out: DecodeResult[] = [];
+    let start = 0;
+    for (let nl = this.#buffer.indexOf("\n", scanFrom); nl !== -1; nl = this.#buffer.indexOf("\n", start)) {
+      const result = this.#parseLine(this.#buffer.slice(start, nl));
+      out.push(result);
+      start = nl + 1;
+      if (!result.ok) return this.#fail(out);
+    }
+    this.#buffer = this.#buffer.slice(start);
+    // A UTF-8 byte count is never below the UTF-16 length, so this catches an over-long
+    // partial line early without holding more than the maximum in memory.
+    if (this.#buffer.length > this.maxLineBytes) {
+      out.push(this.#error(`line exceeds ${this.maxLineBytes} bytes`));
+      return this.#fail(out);
+    }
+    return out;
+  }
+
+  /** End of stream: a partial line left over means the peer was cut off mid-message. */
+  end(): DecodeResult[] {
+    if (this.#failed) return [];
+    this.#buffer += this.#decoder.end();
+    if (this.#buffer.length === 0) return [];
+    return this.#fail([this.#error(`stream ended inside a line (${this.#buffer.length} chars without \\n)`)]);
+  }
+
+  #parseLine(raw: string): DecodeResult {
+    const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
+    if (Buffer.byteLength(line, "utf8") > this.maxLineBytes) {
+      return this.#error(`line exceeds ${this.maxLineBytes} bytes`);
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch (err) {
+      return this.#error(`unparsable line: ${(err as Error).message}; starts with ${preview(line)}`);
+    }
+    if (value === null || typeof value !== "object" || Array.isArray(value)) {
+      return this.#error(`line is not a JSON object: ${preview(line)}`);
+    }
+    return { ok: true, value: value as JsonObject };
+  }
+
+  #error(message: string): DecodeResult {
+    return { ok: false, error: new FramingError(message) };
+  }
+
+  #fail(out: DecodeResult[]): DecodeResult[] {
+    this.#failed = true;
+    this.#buffer = "";
+    return out;
+  }
+}
+
+/** First characters of a bad line, JSON-quoted, for an error message that cannot flood logs. */
+function preview(line: string): string {
+  const PREVIEW_CHARS = 80;
+  return JSON.stringify(line.length > PREVIEW_CHARS ? `${line.slice(0, PREVIEW_CHARS)}…` : line);
+}
+
+export interface JsonlReaderHandlers {
+  onMessage(value: JsonObject): void;
+  onError(error: FramingError): void;
+  /** The stream ended cleanly (no partial line). */
+  onEnd?(): void;
+}
+
+/** Reads a byte stream as JSON lines. Returns a function that detaches the listeners. */
+export function attachJsonlReader(
+  stream: Readable,
+  handlers: JsonlReaderHandlers,
+  maxLineBytes = DEFAULT_MAX_LINE_BYTES,
+): () => void {
+  const decoder = new JsonlDecoder(maxLineBytes);
+  const deliver = (results: DecodeResult[]) => {
+    for (const r of results) {
+      if (r.ok) handlers.onMessage(r.value);
+      else handlers.onError(r.error);
+    }
+  };
+  const onData = (chunk: Buffer | string) => deliver(decoder.push(chunk));
+  const onEnd = () => {
+    const failedBefore = decoder.failed;
+    deliver(decoder.end());
+    if (!failedBefore && !decoder.failed) handlers.onEnd?.();
+  };
+  stream.on("data", onData);
+  stream.on("end", onEnd);
+  return () => {
+    stream.off("data", onData);
+    stream.off("end", onEnd);
+  };
+}
+
+/** One object, one line. JSON.stringify escapes raw newlines inside strings, so `\n` only ends lines. */
+export function serializeJsonLine(value: JsonObject): string {
+  return `${JSON.stringify(value)}\n`;
+}
+
+/** A writer bound to a sink (a stream's `write`, or the harness's guarded stdout). */
+export function createJsonlWriter(write: (line: string) => unknown): (value: JsonObject) => void {
+  return (value) => {
+    write(serializeJsonLine(value));
+  };
+}

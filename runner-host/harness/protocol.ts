@@ -1,0 +1,280 @@
+/**
+ * `svc-harness/1`: the stdio protocol between the runner-host and a harness process.
+ * One module, used by both ends (runner-host `harness-process.ts` and the reference harness).
+ * Design and rationale: shared/research/pi-harness.md §7.
+ *
+ * Wire shape, one JSON object per LF-terminated line (see `jsonl.ts`):
+ * - runner-host → harness: commands `{id, op, ...}`; each gets exactly one response
+ *   `{type:"response", id, ok:true, result}` or `{type:"response", id, ok:false, error:{code,message}}`.
+ *   `result` is op-specific (`RESULT_SCHEMAS`); the client knows the op from the id it sent.
+ * - harness → runner-host, unsolicited: `ready` (first line), per-session events carrying
+ *   `session` and `turn`, and `fatal` (the harness is about to exit 2).
+ * Every object is strict: an unknown field, an unknown `op`/`type` or a wrong type is a framing
+ * violation, which ends the process (spec "States and transitions": stdio framing violation).
+ */
+import { z } from "zod";
+
+/** Protocol version carried by `ready` and `init`. */
+export const PROTOCOL_VERSION = 1;
+/** Name of the native state format the reference harness writes (pi-agent-core messages). */
+export const STATE_FORMAT = "pi-agent-core.messages";
+
+const Id = z.string().min(1).max(256);
+const SessionId = z.string().min(1).max(256);
+/** Provider-chosen tool call ids can be long (OpenAI Responses ids are about 450 chars). */
+const CallId = z.string().min(1).max(4096);
+
+// ---- shared pieces --------------------------------------------------------------------------
+
+export const ContentItemSchema = z.discriminatedUnion("type", [
+  z.strictObject({ type: z.literal("text"), text: z.string() }),
+  z.strictObject({ type: z.literal("image"), data: z.string(), mime_type: z.string().min(1) }),
+]);
+export type ContentItem = z.infer<typeof ContentItemSchema>;
+
+/** A tool result as the service records it (spec "Tool errors", event `tool.result`). */
+export const ToolResultSchema = z.strictObject({
+  content: z.array(ContentItemSchema),
+  is_error: z.boolean().optional(),
+  structured_content: z.unknown().optional(),
+  unknown_outcome: z.boolean().optional(),
+});
+export type ToolResult = z.infer<typeof ToolResultSchema>;
+
+export const ToolSpecSchema = z.strictObject({
+  name: z.string().min(1).max(64),
+  description: z.string(),
+  input_schema: z.record(z.string(), z.unknown()),
+});
+export type ToolSpec = z.infer<typeof ToolSpecSchema>;
+
+/** Native records are opaque to the runner-host: it stores and replays them as they are. */
+export const NativeRecordSchema = z.record(z.string(), z.unknown());
+export type NativeRecord = z.infer<typeof NativeRecordSchema>;
+
+export const NativeStateSchema = z.strictObject({
+  format: z.string().min(1),
+  v: z.number().int(),
+  records: z.array(NativeRecordSchema),
+});
+export type NativeState = z.infer<typeof NativeStateSchema>;
+
+export const ProviderConfigSchema = z.strictObject({
+  key: z.string(),
+  base_url: z.string().optional(),
+  api: z.string().optional(),
+});
+export type ProviderConfig = z.infer<typeof ProviderConfigSchema>;
+
+/** Reasoning effort as the spec names it; omitted or empty means `off` (DECISIONS.md). */
+export const EffortSchema = z.enum(["", "off", "minimal", "low", "medium", "high", "xhigh", "max"]);
+export type Effort = z.infer<typeof EffortSchema>;
+
+export const UsageSchema = z.strictObject({
+  input_tokens: z.number().int().nonnegative(),
+  output_tokens: z.number().int().nonnegative(),
+  cache_read_tokens: z.number().int().nonnegative(),
+  cache_write_tokens: z.number().int().nonnegative(),
+  total_tokens: z.number().int().nonnegative(),
+});
+export type Usage = z.infer<typeof UsageSchema>;
+
+export const StopReasonSchema = z.enum(["stop", "length", "tool_use", "error", "aborted"]);
+export type StopReason = z.infer<typeof StopReasonSchema>;
+
+// ---- commands (runner-host → harness) -------------------------------------------------------
+
+export const InitCommandSchema = z.strictObject({
+  id: Id,
+  op: z.literal("init"),
+  protocol: z.literal(PROTOCOL_VERSION),
+  providers: z.record(z.string().min(1), ProviderConfigSchema),
+  options: z
+    .strictObject({
+      max_retries: z.number().int().min(0).max(10).optional(),
+      timeout_ms: z.number().int().positive().optional(),
+      tool_execution: z.enum(["sequential", "parallel"]).optional(),
+    })
+    .optional(),
+});
+export const SetKeysCommandSchema = z.strictObject({
+  id: Id,
+  op: z.literal("set_keys"),
+  providers: z.record(z.string().min(1), z.strictObject({ key: z.string() })),
+});
+export const OpenCommandSchema = z.strictObject({
+  id: Id,
+  op: z.literal("open"),
+  session: SessionId,
+  model: z.string().min(1).max(256),
+  instructions: z.string().optional(),
+  reasoning_effort: EffortSchema.optional(),
+  tools: z.array(ToolSpecSchema),
+  state: NativeStateSchema.optional(),
+});
+export const RunCommandSchema = z.strictObject({
+  id: Id,
+  op: z.literal("run"),
+  session: SessionId,
+  turn: z.string().min(1).max(256),
+  text: z.string(),
+});
+export const ToolResultCommandSchema = z.strictObject({
+  id: Id,
+  op: z.literal("tool_result"),
+  session: SessionId,
+  call_id: CallId,
+  result: ToolResultSchema,
+});
+const sessionOp = <O extends string>(op: O) =>
+  z.strictObject({ id: Id, op: z.literal(op), session: SessionId });
+export const InterruptCommandSchema = sessionOp("interrupt");
+export const ExportCommandSchema = sessionOp("export");
+export const DetachCommandSchema = sessionOp("detach");
+export const PingCommandSchema = z.strictObject({ id: Id, op: z.literal("ping") });
+export const ShutdownCommandSchema = z.strictObject({ id: Id, op: z.literal("shutdown") });
+
+export const CommandSchema = z.discriminatedUnion("op", [
+  InitCommandSchema,
+  SetKeysCommandSchema,
+  OpenCommandSchema,
+  RunCommandSchema,
+  ToolResultCommandSchema,
+  InterruptCommandSchema,
+  ExportCommandSchema,
+  DetachCommandSchema,
+  PingCommandSchema,
+  ShutdownCommandSchema,
+]);
+export type Command = z.infer<typeof CommandSchema>;
+export type CommandOp = Command["op"];
+export type CommandOf<O extends CommandOp> = Extract<Command, { op: O }>;
+/** A command as a caller writes it: the client assigns the correlation id. */
+export type CommandInput<O extends CommandOp = CommandOp> = O extends CommandOp
+  ? Omit<CommandOf<O>, "id">
+  : never;
+
+// ---- responses ------------------------------------------------------------------------------
+
+export const ResolvedModelSchema = z.strictObject({
+  provider: z.string(),
+  id: z.string(),
+  api: z.string(),
+  context_window: z.number().int().nonnegative(),
+});
+export type ResolvedModel = z.infer<typeof ResolvedModelSchema>;
+
+const Empty = z.strictObject({});
+/** The `result` of a successful response, per op. */
+export const RESULT_SCHEMAS = {
+  init: z.strictObject({ engine: z.string(), catalog: z.string() }),
+  set_keys: Empty,
+  open: z.strictObject({
+    model: ResolvedModelSchema,
+    thinking_level: z.string(),
+    records: z.number().int().nonnegative(),
+  }),
+  run: Empty,
+  tool_result: Empty,
+  interrupt: Empty,
+  export: z.strictObject({ state: NativeStateSchema }),
+  detach: Empty,
+  ping: z.strictObject({ sessions: z.number().int(), running: z.number().int() }),
+  shutdown: Empty,
+} as const satisfies Record<CommandOp, z.ZodType>;
+export type ResultOf<O extends CommandOp> = z.infer<(typeof RESULT_SCHEMAS)[O]>;
+
+/**
+ * Error codes of a failed response. `model_unavailable`/`effort_unsupported`/`invalid_state` come
+ * from `open` and become `session.error service_error` with the harness message.
+ */
+export const ErrorCodeSchema = z.enum([
+  "invalid_request",
+  "not_initialized",
+  "unknown_session",
+  "unknown_call",
+  "conflict",
+  "model_unavailable",
+  "effort_unsupported",
+  "invalid_state",
+  "internal",
+]);
+export type HarnessErrorCode = z.infer<typeof ErrorCodeSchema>;
+export const ErrorBodySchema = z.strictObject({ code: ErrorCodeSchema, message: z.string() });
+export type ErrorBody = z.infer<typeof ErrorBodySchema>;
+
+export const ResponseSchema = z.discriminatedUnion("ok", [
+  z.strictObject({
+    type: z.literal("response"),
+    id: Id,
+    ok: z.literal(true),
+    result: z.record(z.string(), z.unknown()),
+  }),
+  z.strictObject({ type: z.literal("response"), id: Id, ok: z.literal(false), error: ErrorBodySchema }),
+]);
+export type Response = z.infer<typeof ResponseSchema>;
+export type ResponseOf<O extends CommandOp> =
+  | { type: "response"; id: string; ok: true; result: ResultOf<O> }
+  | { type: "response"; id: string; ok: false; error: ErrorBody };
+
+// ---- events (harness → runner-host) ---------------------------------------------------------
+
+export const ReadyEventSchema = z.strictObject({
+  type: z.literal("ready"),
+  protocol: z.literal(PROTOCOL_VERSION),
+  engine: z.string(),
+  /** Longest line, in UTF-8 bytes, either end may send (pi-harness.md §7: fits a 4 MiB record). */
+  max_line_bytes: z.number().int().positive(),
+});
+export type ReadyEvent = z.infer<typeof ReadyEventSchema>;
+
+const turnEvent = <T extends string, S extends z.ZodRawShape>(type: T, shape: S) =>
+  z.strictObject({ type: z.literal(type), session: SessionId, turn: z.string().min(1).max(256), ...shape });
+
+export const AssistantDeltaEventSchema = turnEvent("assistant.delta", { text: z.string() });
+export const AssistantMessageEventSchema = turnEvent("assistant.message", {
+  text: z.string(),
+  usage: UsageSchema,
+  stop_reason: StopReasonSchema,
+  /** Provider and model id the message really came from, to detect a fallback. */
+  model: z.strictObject({ provider: z.string(), id: z.string() }),
+  error: z.string().optional(),
+});
+export const ToolCallEventSchema = turnEvent("tool.call", {
+  call: z.strictObject({ id: CallId, name: z.string(), arguments: z.record(z.string(), z.unknown()) }),
+});
+export const ToolResultEventSchema = turnEvent("tool.result", { call_id: CallId, result: ToolResultSchema });
+export const StateAppendEventSchema = turnEvent("state.append", { records: z.array(NativeRecordSchema) });
+export const TurnEndEventSchema = turnEvent("turn.end", {
+  status: z.enum(["completed", "interrupted", "failed"]),
+  error: z
+    .strictObject({ code: z.enum(["provider_error", "service_error", "conflict"]), message: z.string() })
+    .optional(),
+});
+export const FatalEventSchema = z.strictObject({ type: z.literal("fatal"), message: z.string() });
+
+export const SessionEventSchema = z.discriminatedUnion("type", [
+  AssistantDeltaEventSchema,
+  AssistantMessageEventSchema,
+  ToolCallEventSchema,
+  ToolResultEventSchema,
+  StateAppendEventSchema,
+  TurnEndEventSchema,
+]);
+export type SessionEvent = z.infer<typeof SessionEventSchema>;
+export type TurnEndEvent = z.infer<typeof TurnEndEventSchema>;
+export type FatalEvent = z.infer<typeof FatalEventSchema>;
+
+/** Everything a harness may write on stdout. */
+export const HarnessOutputSchema = z.discriminatedUnion("type", [
+  ReadyEventSchema,
+  FatalEventSchema,
+  AssistantDeltaEventSchema,
+  AssistantMessageEventSchema,
+  ToolCallEventSchema,
+  ToolResultEventSchema,
+  StateAppendEventSchema,
+  TurnEndEventSchema,
+  ResponseSchema,
+]);
+export type HarnessOutput = z.infer<typeof HarnessOutputSchema>;

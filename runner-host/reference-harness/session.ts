@@ -1,0 +1,251 @@
+/**
+ * One session of the reference harness: one pi-agent-core `Agent`, its delegated tool calls, and
+ * the mapping of Agent events to `svc-harness/1` session events.
+ *
+ * Invariants:
+ * - Native state = `agent.state.messages`. Every message that enters it is sent as exactly one
+ *   `state.append` record, in order, so the concatenated appends (after the restored records)
+ *   always equal an `export`.
+ * - Model, instructions, effort and tools come from the `open` command, never from native state.
+ * - A turn ends with exactly one `turn.end`; events of a turn are written after the `run` response.
+ */
+import { createHash } from "node:crypto";
+import { Agent, type AgentEvent, type AgentMessage } from "@mariozechner/pi-agent-core";
+import { streamSimple, type Api, type AssistantMessage, type Model } from "@mariozechner/pi-ai";
+import { STATE_FORMAT, type CommandOf, type NativeState, type SessionEvent, type ToolResult } from "../harness/protocol.ts";
+import { CommandError, resolveEffort, resolveModel, splitModelRef } from "./model.ts";
+import { makeAgentTools, PendingCalls, toServiceContent, withRealSchemas, type ToolDetails } from "./tools.ts";
+
+/** System prompt when the session has no instructions (spec SessionConfig `instructions`). */
+export const DEFAULT_INSTRUCTIONS = "You are a helpful assistant.";
+const NATIVE_ROLES = new Set(["user", "assistant", "toolResult"]);
+
+type OpenCommand = CommandOf<"open">;
+type EventBody = SessionEvent extends infer E ? (E extends SessionEvent ? Omit<E, "session" | "turn"> : never) : never;
+
+/** Per-process settings from `init.options`. */
+export interface RuntimeOptions {
+  maxRetries: number;
+  timeoutMs?: number;
+  toolExecution: "sequential" | "parallel";
+}
+
+export interface SessionHost {
+  emit(event: SessionEvent): void;
+  keyFor(prefix: string): string | undefined;
+  options: RuntimeOptions;
+  providers: Parameters<typeof resolveModel>[1];
+}
+
+export class Session {
+  readonly id: string;
+  readonly model: Model<Api>;
+  readonly thinkingLevel: string;
+  readonly agent: Agent;
+  #host: SessionHost;
+  #calls = new PendingCalls();
+  #schemas: Map<string, Record<string, unknown>>;
+  #turn?: string;
+  #interrupted = false;
+  #internalError?: string;
+  #appended: number;
+  /** call ids that reached the service; any other finished call was answered by pi itself. */
+  #dispatched = new Set<string>();
+  #argsById = new Map<string, Record<string, unknown>>();
+  /** The current generation was started with an already-aborted signal: it never reached the provider. */
+  #stillborn = false;
+
+  constructor(cmd: OpenCommand, host: SessionHost) {
+    this.id = cmd.session;
+    this.#host = host;
+    this.model = resolveModel(cmd.model, host.providers);
+    const level = resolveEffort(this.model, cmd.reasoning_effort, cmd.model);
+    this.thinkingLevel = level;
+    const records = restoreRecords(cmd.state);
+    this.#appended = records.length;
+    if (new Set(cmd.tools.map((t) => t.name)).size !== cmd.tools.length) {
+      throw new CommandError("invalid_request", "tool names must be unique");
+    }
+    this.#schemas = new Map(cmd.tools.map((t) => [t.name, t.input_schema]));
+    const prefix = splitModelRef(cmd.model).prefix;
+    this.agent = new Agent({
+      initialState: {
+        systemPrompt: cmd.instructions || DEFAULT_INSTRUCTIONS,
+        model: this.model,
+        thinkingLevel: level,
+        tools: makeAgentTools(cmd.tools, this.#calls, { dispatch: (id, name, args) => this.#dispatch(id, name, asObject(args)) }),
+        messages: records,
+      },
+      // Providers use it as a prompt-cache key; a digest keeps our session id off the wire.
+      sessionId: createHash("sha256").update(cmd.session).digest("hex").slice(0, 32),
+      toolExecution: host.options.toolExecution,
+      getApiKey: () => host.keyFor(prefix), // read per request, so set_keys applies to the next call
+      streamFn: (model, context, options) => {
+        this.#stillborn = options?.signal?.aborted === true;
+        return streamSimple(model, withRealSchemas(context, this.#schemas), {
+          ...options,
+          maxRetries: host.options.maxRetries, // no hidden SDK retries (DECISIONS.md "Events")
+          ...(host.options.timeoutMs ? { timeoutMs: host.options.timeoutMs } : {}),
+        });
+      },
+      afterToolCall: async ({ result }) =>
+        (result.details as ToolDetails | undefined)?.is_error ? { isError: true } : undefined,
+    });
+    this.agent.subscribe((event) => {
+      try {
+        this.#onAgentEvent(event);
+      } catch (err) {
+        this.#internalError ??= (err as Error).message;
+      }
+    });
+  }
+
+  get running(): boolean {
+    return this.#turn !== undefined;
+  }
+
+  /** Starts a turn. The caller has checked `running` and already written the `run` response. */
+  run(turn: string, text: string): void {
+    this.#turn = turn;
+    this.#interrupted = false;
+    this.#internalError = undefined;
+    const start = this.agent.state.messages.length;
+    this.agent.prompt(text).then(
+      () => this.#endTurn(turn, start),
+      (err: Error) => {
+        this.#internalError ??= err.message;
+        this.#endTurn(turn, start);
+      },
+    );
+  }
+
+  toolResult(callId: string, result: ToolResult): void {
+    if (!this.#calls.settle(callId, result)) {
+      throw new CommandError("unknown_call", `no pending tool call ${JSON.stringify(callId)} in this session`);
+    }
+  }
+
+  /** Aborts the stream and every pending tool wait; the turn ends `interrupted`. */
+  interrupt(): void {
+    if (!this.running) return;
+    this.#interrupted = true;
+    this.agent.abort();
+  }
+
+  exportState(): NativeState {
+    return { format: STATE_FORMAT, v: 1, records: this.agent.state.messages as unknown as NativeState["records"] };
+  }
+
+  #emit(body: EventBody): void {
+    if (this.#turn === undefined) return;
+    this.#host.emit({ ...body, session: this.id, turn: this.#turn } as SessionEvent);
+  }
+
+  #dispatch(callId: string, name: string, args: Record<string, unknown>): void {
+    this.#dispatched.add(callId);
+    this.#emit({ type: "tool.call", call: { id: callId, name, arguments: args } });
+  }
+
+  #onAgentEvent(event: AgentEvent): void {
+    switch (event.type) {
+      case "message_update":
+        if (event.assistantMessageEvent.type === "text_delta") {
+          this.#emit({ type: "assistant.delta", text: event.assistantMessageEvent.delta });
+        }
+        return;
+      case "message_end":
+        if (event.message.role === "assistant" && !(this.#stillborn && event.message.stopReason === "aborted")) {
+          this.#emit(assistantMessage(event.message));
+        }
+        return this.#appendNew();
+      case "tool_execution_start":
+        this.#argsById.set(event.toolCallId, asObject(event.args));
+        return;
+      case "tool_execution_end": {
+        const args = this.#argsById.get(event.toolCallId) ?? {};
+        this.#argsById.delete(event.toolCallId);
+        if (this.#dispatched.delete(event.toolCallId)) return;
+        // pi answered this call itself (unknown tool name): the service still records the pair.
+        this.#emit({ type: "tool.call", call: { id: event.toolCallId, name: event.toolName, arguments: args } });
+        const content = toServiceContent(event.result?.content);
+        this.#emit({ type: "tool.result", call_id: event.toolCallId, result: { content, is_error: event.isError } });
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  /** state.append for every message not yet sent, one record per message. */
+  #appendNew(): void {
+    const messages = this.agent.state.messages;
+    for (; this.#appended < messages.length; this.#appended++) {
+      this.#emit({ type: "state.append", records: [messages[this.#appended] as unknown as Record<string, unknown>] });
+    }
+  }
+
+  #endTurn(turn: string, start: number): void {
+    // pi pushes a failure message without `message_end` when the loop throws; log it too.
+    this.#appendNew();
+    const end = this.#classify(start);
+    this.#dispatched.clear();
+    this.#argsById.clear();
+    this.#emit({ type: "turn.end", ...end });
+    if (this.#turn === turn) this.#turn = undefined;
+  }
+
+  #classify(start: number): Pick<Extract<SessionEvent, { type: "turn.end" }>, "status" | "error"> {
+    if (this.#interrupted) return { status: "interrupted", error: { code: "conflict", message: "the turn was interrupted" } };
+    if (this.#internalError) return { status: "failed", error: { code: "service_error", message: this.#internalError } };
+    const last = lastAssistant(this.agent.state.messages.slice(start));
+    if (last && (last.stopReason === "error" || last.stopReason === "aborted")) {
+      return { status: "failed", error: { code: "provider_error", message: last.errorMessage || "provider request failed" } };
+    }
+    return { status: "completed" };
+  }
+}
+
+function restoreRecords(state: OpenCommand["state"]): AgentMessage[] {
+  if (!state) return [];
+  if (state.format !== STATE_FORMAT || state.v !== 1) {
+    throw new CommandError("invalid_state", `native state must be ${STATE_FORMAT} v1, got ${state.format} v${state.v}`);
+  }
+  state.records.forEach((r, i) => {
+    if (!NATIVE_ROLES.has(r.role as string)) throw new CommandError("invalid_state", `record ${i} has no known role`);
+  });
+  return state.records as unknown as AgentMessage[];
+}
+
+/** Tool arguments on the wire are an object; pi already turns unparsable JSON into `{}`. */
+export function asObject(value: unknown): Record<string, unknown> {
+  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+}
+
+function lastAssistant(messages: AgentMessage[]): AssistantMessage | undefined {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]!;
+    if (m.role === "assistant") return m;
+  }
+  return undefined;
+}
+
+const STOP_REASONS = { stop: "stop", length: "length", toolUse: "tool_use", error: "error", aborted: "aborted" } as const;
+
+function assistantMessage(m: AssistantMessage): EventBody {
+  const count = (n: number) => (Number.isFinite(n) && n > 0 ? Math.round(n) : 0);
+  return {
+    type: "assistant.message",
+    text: m.content.flatMap((c) => (c.type === "text" ? [c.text] : [])).join(""),
+    // pi's `input` already excludes cache reads, as DECISIONS.md wants for `input_tokens`.
+    usage: {
+      input_tokens: count(m.usage.input),
+      output_tokens: count(m.usage.output),
+      cache_read_tokens: count(m.usage.cacheRead),
+      cache_write_tokens: count(m.usage.cacheWrite),
+      total_tokens: count(m.usage.totalTokens),
+    },
+    stop_reason: STOP_REASONS[m.stopReason],
+    model: { provider: m.provider, id: m.model },
+    ...(m.errorMessage && (m.stopReason === "error" || m.stopReason === "aborted") ? { error: m.errorMessage } : {}),
+  };
+}

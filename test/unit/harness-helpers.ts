@@ -1,0 +1,99 @@
+/**
+ * Helpers for the harness tests: spawn through `HarnessProcess`, collect a session's events, and
+ * wait on them with deadlines (no sleeps, no retries).
+ */
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { HarnessProcess, type HarnessProcessOptions } from "../../runner-host/harness/harness-process.ts";
+import type { CommandInput, SessionEvent, ToolSpec } from "../../runner-host/harness/protocol.ts";
+
+export const REPO = fileURLToPath(new URL("../..", import.meta.url));
+export const REFERENCE_HARNESS = ["node", "runner-host/reference-harness/main.ts"];
+/** Deadline for one awaited event, ms: generous for a loaded CI machine, short enough to fail fast. */
+export const EVENT_TIMEOUT_MS = 10_000;
+
+export const WEATHER_TOOL: ToolSpec = {
+  name: "get_weather",
+  description: "Get the weather for a city",
+  input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+};
+
+export function rootDir(): string {
+  return mkdtempSync(join(tmpdir(), "svc-harness-test-"));
+}
+
+export interface Started {
+  hp: HarnessProcess;
+  logs: Record<string, unknown>[];
+}
+
+export async function startHarness(opts: Partial<HarnessProcessOptions> = {}): Promise<Started> {
+  const logs: Record<string, unknown>[] = [];
+  const hp = await HarnessProcess.start({
+    command: REFERENCE_HARNESS,
+    rootDir: rootDir(),
+    baseDir: REPO,
+    log: (r) => logs.push(r),
+    ...opts,
+  });
+  return { hp, logs };
+}
+
+/** Collects every event of one session, in order, and lets a test wait for the next match. */
+export class EventLog {
+  readonly events: SessionEvent[] = [];
+  #cursor = 0;
+  #wake = new Set<() => void>();
+
+  constructor(hp: HarnessProcess, session: string) {
+    hp.onEvent(session, (e) => {
+      this.events.push(e);
+      for (const w of this.#wake) w();
+    });
+  }
+
+  /** The next event (after the previous match) satisfying `pred`. */
+  next<T extends SessionEvent["type"]>(
+    type: T,
+    pred: (e: Extract<SessionEvent, { type: T }>) => boolean = () => true,
+    timeoutMs = EVENT_TIMEOUT_MS,
+  ): Promise<Extract<SessionEvent, { type: T }>> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        for (let i = this.#cursor; i < this.events.length; i++) {
+          const e = this.events[i]!;
+          if (e.type === type && pred(e as Extract<SessionEvent, { type: T }>)) {
+            this.#cursor = i + 1;
+            this.#wake.delete(check);
+            clearTimeout(timer);
+            return resolve(e as Extract<SessionEvent, { type: T }>);
+          }
+        }
+      };
+      const timer = setTimeout(() => {
+        this.#wake.delete(check);
+        const seen = this.events.slice(this.#cursor).map((e) => e.type).join(", ");
+        reject(new Error(`no ${type} within ${timeoutMs} ms; events since cursor: [${seen}]`));
+      }, timeoutMs);
+      this.#wake.add(check);
+      check();
+    });
+  }
+
+  /** Events of one turn, in order. */
+  turn(turn: string): SessionEvent[] {
+    return this.events.filter((e) => e.turn === turn);
+  }
+}
+
+export async function ok<C extends CommandInput>(hp: HarnessProcess, cmd: C) {
+  const res = await hp.request(cmd);
+  if (!res.ok) throw new Error(`${cmd.op} failed: ${res.error.code} ${res.error.message}`);
+  return res.result;
+}
+
+export function initCommand(url: string, key = "test-key-1"): CommandInput<"init"> {
+  return { op: "init", protocol: 1, providers: { openai: { key, base_url: url, api: "openai-completions" } } };
+}

@@ -1,0 +1,111 @@
+import { Readable } from "node:stream";
+import { describe, expect, it } from "vitest";
+import {
+  attachJsonlReader,
+  FramingError,
+  JsonlDecoder,
+  serializeJsonLine,
+  type JsonObject,
+} from "../../runner-host/harness/jsonl.ts";
+
+const values = (results: ReturnType<JsonlDecoder["push"]>) => results.map((r) => (r.ok ? r.value : r.error.message));
+
+describe("svc-harness/1 JSON-lines framing", () => {
+  it("splits on LF only: U+2028 and U+2029 inside a string do not end a line", () => {
+    const d = new JsonlDecoder();
+    const out = d.push('{"t":"a\u2028b\u2029c"}\n{"n":2}\n');
+    expect(values(out)).toEqual([{ t: "a\u2028b\u2029c" }, { n: 2 }]);
+  });
+
+  it("strips one trailing CR (CRLF input)", () => {
+    const d = new JsonlDecoder();
+    expect(values(d.push('{"a":1}\r\n{"b":2}\r\n'))).toEqual([{ a: 1 }, { b: 2 }]);
+  });
+
+  it("keeps a partial line until its LF arrives", () => {
+    const d = new JsonlDecoder();
+    expect(d.push('{"a":')).toEqual([]);
+    expect(values(d.push('1}\n{"b"'))).toEqual([{ a: 1 }]);
+    expect(values(d.push(":2}\n"))).toEqual([{ b: 2 }]);
+  });
+
+  it("decodes a UTF-8 sequence split across chunks, byte by byte", () => {
+    const bytes = Buffer.from('{"t":"héllo 😀 ✓"}\n', "utf8");
+    const d = new JsonlDecoder();
+    const out = [...bytes].flatMap((b) => d.push(Buffer.from([b])));
+    expect(values(out)).toEqual([{ t: "héllo 😀 ✓" }]);
+  });
+
+  it("reports an over-long line, counting UTF-8 bytes, and yields nothing after it", () => {
+    const d = new JsonlDecoder(20);
+    const line = `{"t":"${"é".repeat(8)}"}\n`; // 16 chars, 24 bytes
+    const out = d.push(`{"ok":1}\n${line}{"later":1}\n`);
+    expect(out[0]).toEqual({ ok: true, value: { ok: 1 } });
+    expect(out[1]?.ok).toBe(false);
+    expect(!out[1]!.ok && out[1]!.error).toBeInstanceOf(FramingError);
+    expect(values(out)[1]).toMatch(/exceeds 20 bytes/);
+    expect(out).toHaveLength(2);
+    expect(d.push('{"more":1}\n')).toEqual([]);
+  });
+
+  it("reports an over-long partial line before its LF arrives", () => {
+    const d = new JsonlDecoder(64);
+    const out = d.push(`{"t":"${"x".repeat(100)}`);
+    expect(values(out)).toEqual([expect.stringMatching(/exceeds 64 bytes/)]);
+  });
+
+  it.each([
+    ["garbage", "hello world"],
+    ["a truncated object", '{"a":'],
+    ["an array", "[1,2]"],
+    ["a number", "42"],
+    ["null", "null"],
+    ["a string", '"s"'],
+    ["an empty line", ""],
+  ])("reports %s as a framing error, never skipping it", (_, line) => {
+    const d = new JsonlDecoder();
+    const out = d.push(`${line}\n{"after":1}\n`);
+    expect(out).toHaveLength(1);
+    expect(out[0]!.ok).toBe(false);
+  });
+
+  it("reports bytes left without LF at end of stream; a clean end reports nothing", () => {
+    const cut = new JsonlDecoder();
+    cut.push('{"a":1}\n{"b"');
+    expect(values(cut.end())).toEqual([expect.stringMatching(/stream ended inside a line/)]);
+    const clean = new JsonlDecoder();
+    clean.push('{"a":1}\n');
+    expect(clean.end()).toEqual([]);
+  });
+
+  it("reads a stream with attachJsonlReader and signals a clean end", async () => {
+    const got: JsonObject[] = [];
+    const errors: string[] = [];
+    await new Promise<void>((resolve) => {
+      attachJsonlReader(Readable.from([Buffer.from('{"a":1}\n{"b":'), Buffer.from("2}\n")]), {
+        onMessage: (v) => got.push(v),
+        onError: (e) => errors.push(e.message),
+        onEnd: resolve,
+      });
+    });
+    expect(got).toEqual([{ a: 1 }, { b: 2 }]);
+    expect(errors).toEqual([]);
+  });
+
+  it("reports a cut-off final line from a stream as an error, not as an end", async () => {
+    const errors: string[] = [];
+    let ended = false;
+    const stream = Readable.from(['{"a":1}\n', '{"b":2}']);
+    attachJsonlReader(stream, { onMessage: () => {}, onError: (e) => errors.push(e.message), onEnd: () => (ended = true) });
+    await new Promise((r) => stream.on("end", r));
+    expect(errors).toEqual([expect.stringMatching(/stream ended inside a line/)]);
+    expect(ended).toBe(false);
+  });
+
+  it("serialises one object per line with newlines inside strings escaped", () => {
+    const line = serializeJsonLine({ text: "two\nlines", u: "\u2028" });
+    expect(line.endsWith("\n")).toBe(true);
+    expect(line.slice(0, -1)).not.toContain("\n");
+    expect(values(new JsonlDecoder().push(line))).toEqual([{ text: "two\nlines", u: "\u2028" }]);
+  });
+});

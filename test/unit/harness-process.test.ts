@@ -1,0 +1,157 @@
+/**
+ * `HarnessProcess` against tiny inline children (`node -e`) that misbehave on purpose, and against
+ * the reference harness for the environment and exit behaviour.
+ */
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync, readlinkSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { HarnessError, HarnessProcess } from "../../runner-host/harness/harness-process.ts";
+import { attachJsonlReader, type JsonObject } from "../../runner-host/harness/jsonl.ts";
+import { REFERENCE_HARNESS, REPO, rootDir, startHarness } from "./harness-helpers.ts";
+
+const READY = `process.stdout.write(JSON.stringify({type:"ready",protocol:1,engine:"fake",max_line_bytes:1024})+"\\n");`;
+/** A child that says ready, then answers each stdin line by running `onLine(line)`. */
+const fake = (onLine: string, prelude = "") =>
+  ["node", "-e", `${prelude}${READY} let b="";process.stdin.on("data",(c)=>{b+=c;let i;while((i=b.indexOf("\\n"))>=0){const line=b.slice(0,i);b=b.slice(i+1);${onLine}}});`];
+
+async function startFake(command: string[], extra: { killGraceMs?: number; readyTimeoutMs?: number } = {}) {
+  const logs: Record<string, unknown>[] = [];
+  const hp = await HarnessProcess.start({ command, rootDir: rootDir(), log: (r) => logs.push(r), ...extra });
+  return { hp, logs };
+}
+
+describe("HarnessProcess", () => {
+  it("treats a garbage stdout line as a framing violation: kills the child, rejects the caller", async () => {
+    const { hp } = await startFake(fake(`process.stdout.write("this is not json\\n");`));
+    const err = await hp.request({ op: "ping" }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HarnessError);
+    expect((err as HarnessError).code).toBe("framing_violation");
+    const exit = await hp.exited;
+    expect(exit).toMatchObject({ reason: "framing_violation", code: null, signal: "SIGTERM" });
+    expect(exit.message).toMatch(/unparsable line/);
+    expect(existsSync(hp.workDir)).toBe(false);
+  });
+
+  it.each([
+    ["an unknown message type", `process.stdout.write(JSON.stringify({type:"mystery"})+"\\n");`],
+    ["an unknown field", `const c=JSON.parse(line);process.stdout.write(JSON.stringify({type:"response",id:c.id,ok:true,result:{sessions:0,running:0},extra:1})+"\\n");`],
+    ["a response to an id never sent", `process.stdout.write(JSON.stringify({type:"response",id:"zz",ok:true,result:{}})+"\\n");`],
+    ["a malformed result for the op", `const c=JSON.parse(line);process.stdout.write(JSON.stringify({type:"response",id:c.id,ok:true,result:{nope:1}})+"\\n");`],
+  ])("treats %s as a framing violation", async (_, onLine) => {
+    const { hp } = await startFake(fake(onLine));
+    await expect(hp.request({ op: "ping" })).rejects.toMatchObject({ code: "framing_violation" });
+    expect(await hp.exited).toMatchObject({ reason: "framing_violation" });
+  });
+
+  it("correlates responses by id", async () => {
+    const { hp } = await startFake(fake(`const c=JSON.parse(line);process.stdout.write(JSON.stringify({type:"response",id:c.id,ok:true,result:{sessions:7,running:1}})+"\\n");`));
+    expect(await hp.request({ op: "ping" })).toMatchObject({ ok: true, result: { sessions: 7, running: 1 } });
+    await hp.kill();
+  });
+
+  it("rejects a pending request when the child exits, with code and signal reported apart", async () => {
+    const { hp } = await startFake(fake(`process.exit(3);`));
+    await expect(hp.request({ op: "ping" })).rejects.toMatchObject({ code: "exited" });
+    expect(await hp.exited).toEqual({ code: 3, signal: null, reason: "exited", message: "the harness exited" });
+    await expect(hp.request({ op: "ping" })).rejects.toMatchObject({ code: "not_running" });
+  });
+
+  it("escalates kill() to SIGKILL for a child that ignores SIGTERM", async () => {
+    const { hp } = await startFake(fake("", `process.on("SIGTERM",()=>{});setInterval(()=>{},1000);`), { killGraceMs: 300 });
+    const exit = await hp.kill();
+    expect(exit).toMatchObject({ reason: "killed", code: null, signal: "SIGKILL" });
+  });
+
+  it("fails start when ready does not arrive in time", async () => {
+    const err = await startFake(["node", "-e", "setInterval(()=>{},1000)"], { readyTimeoutMs: 300 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HarnessError);
+    expect((err as Error).message).toMatch(/ready_timeout/);
+  });
+
+  it("fails start when the child dies before ready, quoting its stderr", async () => {
+    const err = await startFake(["node", "-e", `console.error("cannot start: boom");process.exit(9)`]).catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/code 9.*cannot start: boom/s);
+  });
+
+  it("reports a command that cannot be spawned as spawn_failed", async () => {
+    const err = await startFake(["/nonexistent/harness-binary"]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HarnessError);
+    expect((err as Error).message).toMatch(/spawn_failed.*ENOENT/);
+  });
+
+  it("keeps stdout for the protocol: the harness stdout guard diverts library output to stderr", async () => {
+    const guard = join(REPO, "runner-host/reference-harness/stdout-guard.ts");
+    const script = `import { writeProtocol } from ${JSON.stringify(guard)}; console.log("library noise"); process.stdout.write("more noise\\n"); writeProtocol(JSON.stringify({type:"ready",protocol:1,engine:"guarded",max_line_bytes:1024})+"\\n"); setInterval(()=>{},1000);`;
+    const { hp, logs } = await startFake(["node", "--input-type=module", "-e", script]);
+    expect(hp.ready.engine).toBe("guarded");
+    await hp.kill();
+    const lines = logs.filter((l) => l.msg === "harness stderr").map((l) => l.line);
+    expect(lines).toEqual(expect.arrayContaining(["library noise", "more noise"]));
+  });
+
+  it("re-logs stderr lines as records and redacts provider keys from them", async () => {
+    const { hp, logs } = await startFake(fake(`process.stderr.write("got "+line+"\\n");const c=JSON.parse(line);process.stdout.write(JSON.stringify({type:"response",id:c.id,ok:true,result:{engine:"f",catalog:"f"}})+"\\n");`));
+    await hp.request({ op: "init", protocol: 1, providers: { openai: { key: "sk-secret-value-123" } } });
+    await hp.kill();
+    const lines = logs.filter((l) => l.msg === "harness stderr").map((l) => String(l.line));
+    expect(lines.some((l) => l.includes('"op":"init"'))).toBe(true);
+    expect(JSON.stringify(logs)).not.toContain("sk-secret-value-123");
+    expect(lines.join("\n")).toContain("[redacted]");
+  });
+
+  it("gives the reference harness a stripped environment, private dirs, and no keys in env or argv", async () => {
+    process.env.SVC_TEST_HOST_SECRET = "host-secret-should-not-leak";
+    try {
+      const { hp } = await startHarness();
+      await hp.request({ op: "init", protocol: 1, providers: { openai: { key: "sk-never-in-env" } } });
+      const environ = readFileSync(`/proc/${hp.pid}/environ`, "utf8").split("\0").filter(Boolean);
+      const env = Object.fromEntries(environ.map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
+      expect(Object.keys(env).sort()).toEqual(["HOME", "LANG", "PATH", "TMPDIR"]);
+      expect(env).toMatchObject({ HOME: join(hp.workDir, "home"), TMPDIR: join(hp.workDir, "tmp"), LANG: "C.UTF-8" });
+      expect(readlinkSync(`/proc/${hp.pid}/cwd`)).toBe(join(hp.workDir, "work"));
+      const cmdline = readFileSync(`/proc/${hp.pid}/cmdline`, "utf8");
+      expect(cmdline.split("\0")[0]).toBe(process.execPath);
+      for (const text of [environ.join("\n"), cmdline]) {
+        expect(text).not.toContain("sk-never-in-env");
+        expect(text).not.toContain("host-secret-should-not-leak");
+      }
+      hp.endInput();
+      expect(await hp.exited).toMatchObject({ code: 0, signal: null, reason: "exited" });
+      expect(existsSync(hp.workDir)).toBe(false);
+    } finally {
+      delete process.env.SVC_TEST_HOST_SECRET;
+    }
+  });
+
+  it("runs the reference harness in its own process group", async () => {
+    const { hp } = await startHarness();
+    const stat = readFileSync(`/proc/${hp.pid}/stat`, "utf8");
+    const pgid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
+    expect(pgid).toBe(hp.pid);
+    expect(await hp.kill()).toMatchObject({ reason: "killed", signal: "SIGTERM" });
+  });
+});
+
+describe("reference harness stdin handling", () => {
+  it("answers a bad stdin line with fatal and exits 2", async () => {
+    const child = spawn(process.execPath, [join(REPO, REFERENCE_HARNESS[1]!)], { stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env.PATH } });
+    const out: JsonObject[] = [];
+    attachJsonlReader(child.stdout, { onMessage: (v) => out.push(v), onError: () => {} });
+    const exited = new Promise<[number | null, string | null]>((r) => child.on("close", (code, sig) => r([code, sig])));
+    child.stdin.write('{"id":"1","op":"ping"}\nthis is not a command\n');
+    expect(await exited).toEqual([2, null]);
+    expect(out.map((m) => m.type)).toEqual(["ready", "response", "fatal"]);
+    expect(out[2]).toMatchObject({ message: expect.stringMatching(/framing violation/) });
+  });
+
+  it("answers a command with an unknown field with fatal and exits 2", async () => {
+    const child = spawn(process.execPath, [join(REPO, REFERENCE_HARNESS[1]!)], { stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env.PATH } });
+    const out: JsonObject[] = [];
+    attachJsonlReader(child.stdout, { onMessage: (v) => out.push(v), onError: () => {} });
+    const exited = new Promise<number | null>((r) => child.on("close", (code) => r(code)));
+    child.stdin.write('{"id":"1","op":"ping","extra":true}\n');
+    expect(await exited).toBe(2);
+    expect(out.map((m) => m.type)).toEqual(["ready", "fatal"]);
+  });
+});

@@ -1,0 +1,234 @@
+/**
+ * The reference harness, spawned for real through `HarnessProcess`, against the scripted
+ * OpenAI-compatible provider on loopback: the whole client path (pi-agent-core → pi-ai → OpenAI SDK
+ * → HTTP/SSE) with no network and no real keys.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
+import type { HarnessProcess } from "../../runner-host/harness/harness-process.ts";
+import { EventLog, initCommand, ok, startHarness, WEATHER_TOOL } from "./harness-helpers.ts";
+
+let provider: ScriptedProvider;
+let hp: HarnessProcess;
+let sessionNo = 0;
+
+beforeAll(async () => {
+  provider = await startScriptedProvider();
+  ({ hp } = await startHarness());
+  await ok(hp, initCommand(provider.url));
+});
+
+afterAll(async () => {
+  await hp?.kill();
+  await provider?.close();
+});
+
+/** Opens a fresh session (unique id) with the weather tool and returns its event log. */
+async function open(extra: { tools?: (typeof WEATHER_TOOL)[]; state?: { format: string; v: number; records: Record<string, unknown>[] } } = {}) {
+  const session = `s${++sessionNo}`;
+  const log = new EventLog(hp, session);
+  const result = await ok(hp, { op: "open", session, model: "openai/gpt-4o-mini", tools: extra.tools ?? [WEATHER_TOOL], ...(extra.state ? { state: extra.state } : {}) });
+  return { session, log, result };
+}
+
+async function run(session: string, turn: string, text: string) {
+  await ok(hp, { op: "run", session, turn, text });
+}
+
+/** Requests the scripted provider received for the given user text (last user message). */
+function requestsFor(marker: string) {
+  return provider.requests.filter((r) => JSON.stringify(r.body?.messages ?? []).includes(marker));
+}
+
+describe("reference harness on the scripted provider", () => {
+  it("starts, says ready with the protocol version, and reports the resolved model at open", async () => {
+    expect(hp.ready).toMatchObject({ type: "ready", protocol: 1 });
+    expect(hp.startupMs).toBeGreaterThan(0);
+    const { result } = await open();
+    expect(result).toEqual({
+      model: { provider: "openai", id: "gpt-4o-mini", api: "openai-completions", context_window: 128000 },
+      thinking_level: "off",
+      records: 0,
+    });
+  });
+
+  it("streams deltas, then assistant.message with usage and stop_reason, state.append, turn.end completed", async () => {
+    const { session, log } = await open();
+    await run(session, "t1", "[[deltas 20000 size=4]] [[usage prompt=42 cached=10 completion=7]]");
+    const end = await log.next("turn.end");
+    expect(end).toMatchObject({ session, turn: "t1", status: "completed" });
+    const events = log.turn("t1");
+    const deltas = events.filter((e) => e.type === "assistant.delta");
+    expect(deltas).toHaveLength(20000);
+    const message = events.find((e) => e.type === "assistant.message")!;
+    expect(message).toMatchObject({
+      stop_reason: "stop",
+      model: { provider: "openai", id: "gpt-4o-mini" },
+      usage: { input_tokens: 32, output_tokens: 7, cache_read_tokens: 10, cache_write_tokens: 0, total_tokens: 49 },
+    });
+    expect(message.type === "assistant.message" && message.text.length).toBe(80000);
+    // Order: deltas → assistant.message → state.append(assistant) → turn.end.
+    const types = events.filter((e) => e.type !== "assistant.delta").map((e) => e.type);
+    expect(types).toEqual(["state.append", "assistant.message", "state.append", "turn.end"]);
+    const appends = events.flatMap((e) => (e.type === "state.append" ? e.records : []));
+    expect(appends.map((r) => r.role)).toEqual(["user", "assistant"]);
+  });
+
+  it("runs concurrent turns of two sessions in one process", async () => {
+    const a = await open();
+    const b = await open();
+    await Promise.all([run(a.session, "ta", "[[delay 2]] alpha one two three"), run(b.session, "tb", "[[delay 2]] beta four five six")]);
+    const [endA, endB] = await Promise.all([a.log.next("turn.end"), b.log.next("turn.end")]);
+    expect([endA.status, endB.status]).toEqual(["completed", "completed"]);
+    const textOf = (log: EventLog) => log.events.find((e) => e.type === "assistant.message")!;
+    expect(textOf(a.log)).toMatchObject({ text: "echo: alpha one two three" });
+    expect(textOf(b.log)).toMatchObject({ text: "echo: beta four five six" });
+    expect(await ok(hp, { op: "ping" })).toMatchObject({ running: 0 });
+  });
+
+  it("delegates a tool call and sends the result back to the provider", async () => {
+    const { session, log } = await open();
+    await run(session, "t1", 'tooltrip [[tool get_weather {"city":"Paris"}]]');
+    const call = await log.next("tool.call");
+    expect(call.call).toMatchObject({ name: "get_weather", arguments: { city: "Paris" } });
+    const first = requestsFor("tooltrip")[0]!;
+    // The provider saw the real JSON Schema, not pi's accept-all one.
+    expect(first.body.tools[0].function.parameters).toEqual(WEATHER_TOOL.input_schema);
+    await ok(hp, { op: "tool_result", session, call_id: call.call.id, result: { content: [{ type: "text", text: '{"temp_c":21}' }] } });
+    const end = await log.next("turn.end");
+    expect(end.status).toBe("completed");
+    const messages = log.turn("t1").filter((e) => e.type === "assistant.message");
+    expect(messages.map((m) => m.type === "assistant.message" && m.stop_reason)).toEqual(["tool_use", "stop"]);
+    expect(messages[1]).toMatchObject({ text: 'tool get_weather returned: {"temp_c":21}' });
+    const second = requestsFor("tooltrip")[1]!;
+    expect(second.body.messages.at(-1)).toMatchObject({ role: "tool", tool_call_id: call.call.id, content: '{"temp_c":21}' });
+    // A second answer for the same call is stale.
+    const stale = await hp.request({ op: "tool_result", session, call_id: call.call.id, result: { content: [] } });
+    expect(stale).toMatchObject({ ok: false, error: { code: "unknown_call" } });
+  });
+
+  it("answers a call to an unknown tool with a synthetic tool.call + error tool.result and continues", async () => {
+    const { session, log } = await open();
+    await run(session, "t1", "[[tool launch_rockets {\"count\":3}]]");
+    const call = await log.next("tool.call");
+    expect(call.call).toMatchObject({ name: "launch_rockets", arguments: { count: 3 } });
+    const result = await log.next("tool.result");
+    expect(result).toMatchObject({ call_id: call.call.id, result: { is_error: true, content: [{ type: "text", text: "Tool launch_rockets not found" }] } });
+    expect((await log.next("turn.end")).status).toBe("completed");
+    expect(log.events.filter((e) => e.type === "assistant.message").at(-1)).toMatchObject({ text: "tool launch_rockets returned: Tool launch_rockets not found" });
+  });
+
+  it("interrupts a hanging stream: turn.end interrupted", async () => {
+    const { session, log } = await open();
+    const before = provider.requests.length;
+    await run(session, "t1", "[[hang]] hangstream");
+    await provider.waitForRequests(before + 1);
+    await ok(hp, { op: "interrupt", session });
+    const end = await log.next("turn.end");
+    expect(end).toMatchObject({ status: "interrupted", error: { code: "conflict" } });
+    expect(log.turn("t1").find((e) => e.type === "assistant.message")).toMatchObject({ stop_reason: "aborted" });
+  });
+
+  it("interrupts a pending tool wait without another provider request or an empty assistant.message", async () => {
+    const { session, log } = await open();
+    await run(session, "t1", 'toolwait [[tool get_weather {"city":"Oslo"}]]');
+    const call = await log.next("tool.call");
+    await ok(hp, { op: "interrupt", session });
+    expect(await log.next("turn.end")).toMatchObject({ status: "interrupted" });
+    expect(requestsFor("toolwait")).toHaveLength(1);
+    const messages = log.turn("t1").filter((e) => e.type === "assistant.message");
+    expect(messages.map((m) => m.type === "assistant.message" && m.stop_reason)).toEqual(["tool_use"]);
+    // The empty aborted message is still native state: user, assistant, toolResult, assistant.
+    const roles = log.turn("t1").flatMap((e) => (e.type === "state.append" ? e.records.map((r) => r.role) : []));
+    expect(roles).toEqual(["user", "assistant", "toolResult", "assistant"]);
+    const late = await hp.request({ op: "tool_result", session, call_id: call.call.id, result: { content: [] } });
+    expect(late).toMatchObject({ ok: false, error: { code: "unknown_call" } });
+  });
+
+  it.each([
+    ["[[error 500 upstream exploded]] boom500", "500 upstream exploded"],
+    ["[[error 401]] boom401", "401 Incorrect API key provided"],
+  ])("turns %j into turn.end failed provider_error with pi's message, without retries", async (text, message) => {
+    const { session, log } = await open();
+    await run(session, "t1", text);
+    const end = await log.next("turn.end");
+    expect(end).toMatchObject({ status: "failed", error: { code: "provider_error", message } });
+    expect(log.turn("t1").find((e) => e.type === "assistant.message")).toMatchObject({ stop_reason: "error", error: message });
+    expect(requestsFor(text.split(" ")[1]!)).toHaveLength(1);
+  });
+
+  it("sends instructions as the system prompt, else the generic default", async () => {
+    const plain = await open();
+    await run(plain.session, "t1", "sysprompt-default");
+    await plain.log.next("turn.end");
+    expect(requestsFor("sysprompt-default")[0]!.body.messages[0]).toMatchObject({ role: "system", content: "You are a helpful assistant." });
+    const session = `s${++sessionNo}`;
+    const log = new EventLog(hp, session);
+    await ok(hp, { op: "open", session, model: "openai/gpt-4o-mini", instructions: "Answer like a pirate.", tools: [] });
+    await run(session, "t1", "sysprompt-custom [[finish length]]");
+    await log.next("turn.end");
+    const sent = requestsFor("sysprompt-custom")[0]!.body;
+    expect(sent.messages[0]).toMatchObject({ role: "system", content: "Answer like a pirate." });
+    expect(sent.tools).toBeUndefined();
+    expect(log.events.find((e) => e.type === "assistant.message")).toMatchObject({ stop_reason: "length" });
+  });
+
+  it("rejects a model that is not in the offline catalog with model_unavailable", async () => {
+    const res = await hp.request({ op: "open", session: "missing-model", model: "openai/gpt-404", tools: [] });
+    expect(res).toMatchObject({ ok: false, error: { code: "model_unavailable" } });
+  });
+
+  it("rejects unsupported efforts with effort_unsupported, never clamping", async () => {
+    const high = await hp.request({ op: "open", session: "e1", model: "openai/gpt-4o-mini", reasoning_effort: "high", tools: [] });
+    expect(high).toMatchObject({ ok: false, error: { code: "effort_unsupported" } });
+    expect(!high.ok && high.error.message).toContain("unsupported");
+    const off = await hp.request({ op: "open", session: "e2", model: "openai/gpt-5", tools: [] });
+    expect(off).toMatchObject({ ok: false, error: { code: "effort_unsupported" } });
+    expect(!off.ok && off.error.message).toMatch(/"off" is unsupported.*minimal, low, medium, high/);
+    const fine = await hp.request({ op: "open", session: "e3", model: "openai/gpt-5", reasoning_effort: "low", tools: [] });
+    expect(fine).toMatchObject({ ok: true, result: { thinking_level: "low" } });
+  });
+
+  it("exports, detaches and re-opens from state records; the next request carries the whole conversation", async () => {
+    const { session, log } = await open();
+    await run(session, "t1", "first remember-me");
+    await log.next("turn.end");
+    const appended = log.events.flatMap((e) => (e.type === "state.append" ? e.records : []));
+    const exported = await ok(hp, { op: "export", session });
+    expect(exported.state).toEqual({ format: "pi-agent-core.messages", v: 1, records: appended });
+    await ok(hp, { op: "detach", session });
+    expect(await hp.request({ op: "export", session })).toMatchObject({ ok: false, error: { code: "unknown_session" } });
+
+    const reopened = await open({ state: exported.state });
+    expect(reopened.result.records).toBe(2);
+    await run(reopened.session, "t2", "second reopened-turn");
+    expect((await reopened.log.next("turn.end")).status).toBe("completed");
+    const last = requestsFor("reopened-turn").at(-1)!;
+    const convo = last.body.messages.filter((m: { role: string }) => m.role !== "system" && m.role !== "developer");
+    expect(convo.map((m: { role: string }) => m.role)).toEqual(["user", "assistant", "user"]);
+    expect(JSON.stringify(convo[0])).toContain("first remember-me");
+    expect(JSON.stringify(convo[1])).toContain("echo: first remember-me");
+  });
+
+  it("uses the key from set_keys for the next request", async () => {
+    const { session, log } = await open();
+    await run(session, "t1", "keycheck-one");
+    await log.next("turn.end");
+    expect(requestsFor("keycheck-one")[0]!.headers.authorization).toBe("Bearer test-key-1");
+    await ok(hp, { op: "set_keys", providers: { openai: { key: "test-key-2" } } });
+    await run(session, "t2", "keycheck-two");
+    await log.next("turn.end");
+    expect(requestsFor("keycheck-two")[0]!.headers.authorization).toBe("Bearer test-key-2");
+    await ok(hp, { op: "set_keys", providers: { openai: { key: "test-key-1" } } });
+  });
+
+  it("answers conflict for run, export and detach while a turn is running", async () => {
+    const { session, log } = await open();
+    await run(session, "t1", "[[hang]] conflict-check");
+    expect(await hp.request({ op: "run", session, turn: "t2", text: "again" })).toMatchObject({ ok: false, error: { code: "conflict" } });
+    expect(await hp.request({ op: "export", session })).toMatchObject({ ok: false, error: { code: "conflict" } });
+    expect(await hp.request({ op: "detach", session })).toMatchObject({ ok: false, error: { code: "conflict" } });
+    await ok(hp, { op: "interrupt", session });
+    await log.next("turn.end");
+  });
+});
