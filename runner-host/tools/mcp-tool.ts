@@ -1,0 +1,188 @@
+/**
+ * One host tool call to a remote MCP tool over Streamable HTTP (spec "Tool binding": `mcp_tool`),
+ * mapped to a spec Result. The unknown_outcome line is `tools/call`: a failure while connecting
+ * (initialize) leaves it absent, a failure once that request may have reached the server sets it.
+ *
+ * Cost: one client per call, nothing pooled. A call is an initialize POST, the initialized
+ * notification, the server's optional GET stream, the `tools/call` POST and a closing DELETE, so
+ * about three round trips more than the native HTTP wire. Pooling sessions per (url, credential)
+ * is the upgrade when MCP tools get hot.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ErrorCode, McpError, type CallToolResult, type ContentBlock, type Progress } from "@modelcontextprotocol/sdk/types.js";
+import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/cfworker";
+import { callHeaders } from "./http-tool.ts";
+import { validateInput } from "./json-schema.ts";
+import { CallBudget, checkOutput, errorResult, label, neverSent, stoppedResult } from "./outcome.ts";
+import type { HostTool, ToolCallContext, ToolCallRequest, ToolContent, ToolEnv, ToolResult } from "./types.ts";
+
+const CLIENT_INFO = { name: "svc-runner-host", version: "1" };
+
+/** The SDK's default validator is Ajv, which generates code; this one interprets (workerd-safe). */
+const SCHEMA_VALIDATOR = new CfWorkerJsonSchemaValidator();
+
+/** Time allowed for the closing DELETE before the transport is torn down anyway, ms. */
+const CLOSE_GRACE_MS = 2_000;
+
+/** JSON-RPC errors by which a server refuses a request without running it (like an HTTP 4xx). */
+const REFUSED: ReadonlySet<number> = new Set([ErrorCode.ParseError, ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
+
+/** Longest part of a server's error message passed on to the model, characters. */
+const MESSAGE_CHARS = 200;
+
+export async function callMcpTool(tool: HostTool, req: ToolCallRequest, ctx: ToolCallContext, env: ToolEnv): Promise<ToolResult> {
+  const problem = validateInput(tool.input_schema, req.arguments);
+  if (problem !== null) return errorResult(`invalid arguments for ${label(tool)}: ${problem}`, false);
+  const headers = callHeaders(tool, ctx, env);
+  if (typeof headers === "string") return errorResult(headers, false);
+  if (ctx.signal.aborted) return errorResult(`${label(tool)} call was interrupted before it was sent`, false);
+
+  const budget = new CallBudget(tool.timeout_seconds, ctx.signal);
+  const transport = new StreamableHTTPClientTransport(new URL(tool.url), {
+    requestInit: { headers: Object.fromEntries(headers) },
+    fetch: watchedFetch(tool, budget),
+  });
+  const client = new Client(CLIENT_INFO, { jsonSchemaValidator: SCHEMA_VALIDATOR });
+  // The SDK's own timer would default to 60 s; the budget enforces timeout_seconds over the whole call.
+  const timeout = tool.timeout_seconds * 1000;
+  try {
+    const connecting = linked(budget.signal);
+    try {
+      await client.connect(transport, { signal: connecting.signal, timeout });
+    } catch {
+      if (budget.stopped === "timeout") return errorResult(`${label(tool)} timed out before the call was sent`, false);
+      if (budget.stopped) return errorResult(`${label(tool)} call was interrupted before it was sent`, false);
+      return errorResult(`${label(tool)} could not connect to its MCP server`, false);
+    } finally {
+      connecting.unlink();
+    }
+    let raw: CallToolResult;
+    try {
+      raw = (await client.callTool({ name: tool.mcp_tool || tool.name, arguments: req.arguments as Record<string, unknown> }, undefined, {
+        signal: budget.signal,
+        timeout,
+        onprogress: (p) => ctx.onProgress(progressData(p)),
+      })) as CallToolResult;
+    } catch (err) {
+      if (budget.stopped) return stoppedResult(tool, budget.stopped);
+      return callFailure(tool, err);
+    }
+    return checkOutput(tool, toResult(raw));
+  } finally {
+    budget.dispose();
+    // Not awaited: the result does not wait for the session's teardown.
+    void close(client, transport);
+  }
+}
+
+/** An AbortSignal that follows `parent` until unlinked, so the SDK's listener on it can be dropped. */
+function linked(parent: AbortSignal): { signal: AbortSignal; unlink(): void } {
+  const child = new AbortController();
+  const follow = () => child.abort(parent.reason);
+  parent.addEventListener("abort", follow, { once: true });
+  if (parent.aborted) follow();
+  return { signal: child.signal, unlink: () => parent.removeEventListener("abort", follow) };
+}
+
+/**
+ * Global fetch, watching the `tools/call` response body: every byte counts against
+ * `max_output_bytes` (progress notifications included, as on the HTTP wire), and a body that fails
+ * mid-read stops the call as dropped. Without this the SDK would leave the request pending until
+ * the timeout.
+ */
+function watchedFetch(tool: HostTool, budget: CallBudget): typeof fetch {
+  let bytes = 0;
+  return async (input, init) => {
+    const res = await fetch(input, init);
+    if (!res.body || !isToolsCall(init)) return res;
+    const reader = res.body.getReader();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        let chunk;
+        try {
+          chunk = await reader.read();
+        } catch (err) {
+          budget.stop("dropped");
+          controller.error(err);
+          return;
+        }
+        if (chunk.done) return controller.close();
+        bytes += chunk.value.byteLength;
+        if (bytes > tool.max_output_bytes) budget.stop("oversize");
+        controller.enqueue(chunk.value);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    });
+    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+}
+
+function isToolsCall(init: RequestInit | undefined): boolean {
+  if (init?.method !== "POST" || typeof init.body !== "string") return false;
+  try {
+    return (JSON.parse(init.body) as { method?: unknown }).method === "tools/call";
+  } catch {
+    return false;
+  }
+}
+
+/** Ends the server's session (a stateful server keeps one per client otherwise), then the transport. */
+async function close(client: Client, transport: StreamableHTTPClientTransport): Promise<void> {
+  const grace = setTimeout(() => void client.close().catch(() => {}), CLOSE_GRACE_MS);
+  try {
+    await transport.terminateSession();
+  } catch {
+    // Best effort: the session also ends when the server drops it.
+  } finally {
+    clearTimeout(grace);
+    await client.close().catch(() => {});
+  }
+}
+
+function callFailure(tool: HostTool, err: unknown): ToolResult {
+  if (neverSent(err)) return errorResult(`${label(tool)} could not be reached`, false);
+  const status = err instanceof StreamableHTTPError ? (err.code ?? 0) : 0;
+  // A 3xx here is a redirect the SDK would not follow; like a 4xx, the server did not act.
+  if (status >= 300 && status <= 599) return errorResult(`${label(tool)} MCP server returned HTTP ${status}`, status >= 500);
+  if (err instanceof McpError) {
+    const message = err.message.replace(/^MCP error -?\d+: /, "").slice(0, MESSAGE_CHARS);
+    return errorResult(`${label(tool)} MCP server answered with an error: ${message}`, !REFUSED.has(err.code));
+  }
+  return errorResult(`${label(tool)} MCP call failed after it was sent`, true);
+}
+
+function progressData(p: Progress): Record<string, unknown> {
+  const data: Record<string, unknown> = { progress: p.progress };
+  if (p.total !== undefined) data.total = p.total;
+  if (p.message !== undefined) data.message = p.message;
+  return data;
+}
+
+/** Spec Content is text or image; other MCP content becomes a text line saying what it was. */
+function toContent(block: ContentBlock): ToolContent {
+  switch (block.type) {
+    case "text":
+      return { type: "text", text: block.text };
+    case "image":
+      return { type: "image", data: block.data, mime_type: block.mimeType };
+    case "audio":
+      return { type: "text", text: `[audio (${block.mimeType}) omitted]` };
+    case "resource_link":
+      return { type: "text", text: `[resource link: ${block.name} ${block.uri}]` };
+    case "resource": {
+      const { resource } = block;
+      if ("text" in resource) return { type: "text", text: `[resource ${resource.uri}]\n${resource.text}` };
+      return { type: "text", text: `[resource ${resource.uri} (${resource.mimeType ?? "binary"}) omitted]` };
+    }
+    default:
+      return { type: "text", text: `[unsupported content omitted]` };
+  }
+}
+
+function toResult(raw: CallToolResult): ToolResult {
+  const result: ToolResult = { content: raw.content.map(toContent) };
+  if (raw.isError) result.is_error = true;
+  if (raw.structuredContent !== undefined) result.structured_content = raw.structuredContent;
+  return result;
+}

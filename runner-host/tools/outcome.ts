@@ -1,0 +1,187 @@
+/**
+ * What both transports share about outcomes: the error results the runner-host writes itself, the
+ * check of a Result a tool sent, the per-call budget (timeout, interrupt, output cap), and which
+ * network failures prove the request never left (spec "Errors › Tool errors"; DECISIONS "Tools
+ * and bindings" for the unknown_outcome table).
+ */
+import { validateOutput } from "./json-schema.ts";
+import type { HostTool, ToolContent, ToolResult } from "./types.ts";
+
+/** Results written here rather than by a tool: the output cap does not apply to them. */
+const ours = new WeakSet<ToolResult>();
+
+/**
+ * An error result with a short human message. `unknownOutcome` is true when the request may have
+ * reached the tool; otherwise the field is left out (spec: "absent or false").
+ */
+export function errorResult(message: string, unknownOutcome: boolean): ToolResult {
+  const result: ToolResult = { content: [{ type: "text", text: message }], is_error: true };
+  if (unknownOutcome) result.unknown_outcome = true;
+  ours.add(result);
+  return result;
+}
+
+export function isOwnResult(result: ToolResult): boolean {
+  return ours.has(result);
+}
+
+export function label(tool: HostTool): string {
+  return `tool "${tool.name}"`;
+}
+
+const encoder = new TextEncoder();
+
+export function jsonBytes(value: unknown): number {
+  return encoder.encode(JSON.stringify(value)).length;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+function unknownKey(obj: Record<string, unknown>, allowed: string[]): string | undefined {
+  return Object.keys(obj).find((k) => !allowed.includes(k));
+}
+
+function contentProblem(item: unknown): string | undefined {
+  if (!isObject(item)) return "must be an object";
+  if (item.type === "text") {
+    if (typeof item.text !== "string") return "text item needs a string `text`";
+    const extra = unknownKey(item, ["type", "text"]);
+    return extra === undefined ? undefined : `unknown field "${extra}"`;
+  }
+  if (item.type === "image") {
+    if (typeof item.data !== "string" || typeof item.mime_type !== "string") return "image item needs string `data` and `mime_type`";
+    const extra = unknownKey(item, ["type", "data", "mime_type"]);
+    return extra === undefined ? undefined : `unknown field "${extra}"`;
+  }
+  return 'type must be "text" or "image"';
+}
+
+/**
+ * Checks a tool's answer against spec Result (objects allow no additional properties) and returns
+ * a fresh object, so nothing the tool sent beyond the Result fields is carried along.
+ */
+export function parseResult(value: unknown): { result: ToolResult } | { problem: string } {
+  if (!isObject(value)) return { problem: "not a JSON object" };
+  const extra = unknownKey(value, ["content", "is_error", "structured_content", "unknown_outcome"]);
+  if (extra !== undefined) return { problem: `unknown field "${extra}"` };
+  if (!Array.isArray(value.content)) return { problem: "`content` must be an array" };
+  for (const [i, item] of value.content.entries()) {
+    const problem = contentProblem(item);
+    if (problem) return { problem: `content[${i}]: ${problem}` };
+  }
+  for (const flag of ["is_error", "unknown_outcome"] as const) {
+    if (value[flag] !== undefined && typeof value[flag] !== "boolean") return { problem: `\`${flag}\` must be a boolean` };
+  }
+  const result: ToolResult = { content: value.content as ToolContent[] };
+  if (value.is_error !== undefined) result.is_error = value.is_error as boolean;
+  if (value.structured_content !== undefined) result.structured_content = value.structured_content;
+  if (value.unknown_outcome !== undefined) result.unknown_outcome = value.unknown_outcome as boolean;
+  return { result };
+}
+
+/**
+ * Applies the tool's `output_schema` to a successful result (spec: "Applies to successful
+ * `structured_content` only"; error results bypass it). A success without `structured_content`
+ * fails too, as MCP requires of tools that declare an output schema. The tool did run, so a
+ * failure here has an unknown outcome.
+ */
+export function checkOutput(tool: HostTool, result: ToolResult): ToolResult {
+  if (result.is_error || !tool.output_schema) return result;
+  if (result.structured_content === undefined) {
+    return errorResult(`${label(tool)} returned no structured_content although it declares an output_schema`, true);
+  }
+  const problem = validateOutput(tool.output_schema, result.structured_content);
+  if (problem === null) return result;
+  return errorResult(`${label(tool)} returned structured_content that does not match its output_schema: ${problem}`, true);
+}
+
+/** Why a call stopped early; the AbortSignal reason, so a rejected read can be told apart. */
+export type StopReason = "timeout" | "interrupted" | "oversize" | "dropped";
+
+/**
+ * One call's budget: `timeout_seconds` over the whole call (connect, request and the full
+ * response stream) and the turn's interrupt, folded into one signal. Every exit must `dispose()`
+ * so no listener stays on the turn's signal and no timer keeps the process alive.
+ */
+export class CallBudget {
+  readonly signal: AbortSignal;
+  #controller = new AbortController();
+  #stopped: StopReason | null = null;
+  #disposed = false;
+  #timer: ReturnType<typeof setTimeout>;
+  #turn: AbortSignal;
+  #onTurnAbort = () => this.stop("interrupted");
+
+  constructor(timeoutSeconds: number, turn: AbortSignal) {
+    this.signal = this.#controller.signal;
+    this.#turn = turn;
+    this.#timer = setTimeout(() => this.stop("timeout"), timeoutSeconds * 1000);
+    turn.addEventListener("abort", this.#onTurnAbort, { once: true });
+    if (turn.aborted) this.stop("interrupted");
+  }
+
+  /**
+   * The first reason wins; later ones would misreport what happened. After `dispose()` nothing
+   * aborts any more: a finished call must not be cancelled by a late event.
+   */
+  stop(reason: StopReason): void {
+    if (this.#stopped || this.#disposed) return;
+    this.#stopped = reason;
+    this.#controller.abort(reason);
+  }
+
+  get stopped(): StopReason | null {
+    return this.#stopped;
+  }
+
+  dispose(): void {
+    this.#disposed = true;
+    clearTimeout(this.#timer);
+    this.#turn.removeEventListener("abort", this.#onTurnAbort);
+  }
+}
+
+/** The result for a call stopped by its budget after the request may have reached the tool. */
+export function stoppedResult(tool: HostTool, reason: StopReason): ToolResult {
+  if (reason === "timeout") return errorResult(`${label(tool)} timed out after ${tool.timeout_seconds} s`, true);
+  if (reason === "oversize") return errorResult(`${label(tool)} output exceeded max_output_bytes (${tool.max_output_bytes})`, true);
+  if (reason === "dropped") return errorResult(`${label(tool)} connection dropped before the result arrived`, true);
+  return errorResult(`${label(tool)} call was interrupted; its outcome is unknown`, true);
+}
+
+/**
+ * Socket error codes that mean no connection was made, so no byte of the request left: refused,
+ * name resolution failed, no route, or the connect itself timed out.
+ */
+const NOT_CONNECTED = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EAI_FAIL",
+  "EAI_NONAME",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EADDRNOTAVAIL",
+  "UND_ERR_CONNECT_TIMEOUT",
+]);
+
+/**
+ * True when a fetch failure proves the request was never sent. Walks `cause` chains and
+ * AggregateError members (happy-eyeballs connects report one error per address); `bad port` is
+ * fetch refusing a blocked port before connecting. Anything else counts as possibly sent.
+ */
+export function neverSent(err: unknown): boolean {
+  const seen = new Set<unknown>();
+  const stack = [err];
+  while (stack.length > 0) {
+    const e = stack.pop();
+    if (typeof e !== "object" || e === null || seen.has(e)) continue;
+    seen.add(e);
+    const { code, message, cause, errors } = e as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+    if (typeof code === "string" && NOT_CONNECTED.has(code)) return true;
+    if (message === "bad port") return true;
+    stack.push(cause);
+    if (Array.isArray(errors)) stack.push(...errors);
+  }
+  return false;
+}

@@ -1,0 +1,317 @@
+/**
+ * Host HTTP/SSE tool calls against a real node:http tool server on 127.0.0.1:0, one path per
+ * test. Covers every class of spec "Errors › Tool errors" with the unknown_outcome of the
+ * DECISIONS table, and the request the tool receives.
+ */
+import http from "node:http";
+import net from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { executeHostTool } from "../../runner-host/tools/dispatch.ts";
+import type { HostTool, ToolCallContext, ToolCallRequest, ToolResult } from "../../runner-host/tools/types.ts";
+
+type Seen = { method: string; headers: http.IncomingHttpHeaders; body: string };
+type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: string) => void;
+
+const routes = new Map<string, Handler>();
+const seen = new Map<string, Seen[]>();
+let server: http.Server;
+let base = "";
+
+beforeAll(async () => {
+  server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks).toString("utf8");
+      const path = req.url ?? "/";
+      seen.set(path, [...(seen.get(path) ?? []), { method: req.method ?? "", headers: req.headers, body }]);
+      const handler = routes.get(path);
+      if (handler) handler(req, res, body);
+      else res.writeHead(404).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  base = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+});
+
+let n = 0;
+/** A fresh route for one test; returns the tool pointing at it. */
+function route(handler: Handler, overrides: Partial<HostTool> = {}): HostTool {
+  const path = `/tool-${++n}`;
+  routes.set(path, handler);
+  return hostTool({ url: `${base}${path}`, ...overrides });
+}
+
+function requestsTo(tool: HostTool): Seen[] {
+  return seen.get(new URL(tool.url).pathname) ?? [];
+}
+
+function hostTool(overrides: Partial<HostTool>): HostTool {
+  return {
+    name: "probe",
+    description: "test tool",
+    input_schema: { type: "object", properties: { q: { type: "string" } }, additionalProperties: false },
+    output_schema: null,
+    url: `${base}/unused`,
+    tenants: ["t1"],
+    token_env: "",
+    transport: "http",
+    mcp_tool: "",
+    timeout_seconds: 10,
+    max_output_bytes: 1_048_576,
+    inspect_session: false,
+    ...overrides,
+  };
+}
+
+const json = (res: http.ServerResponse, status: number, value: unknown) =>
+  res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(value));
+
+const OK: ToolResult = { content: [{ type: "text", text: "done" }] };
+const TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+function call(tool: HostTool, o: { args?: unknown; ctx?: Partial<ToolCallContext>; env?: Record<string, string>; req?: Partial<ToolCallRequest> } = {}) {
+  const progress: unknown[] = [];
+  const ctx: ToolCallContext = { signal: new AbortController().signal, onProgress: (d) => progress.push(d), ...o.ctx };
+  const req: ToolCallRequest = { call_id: "c".repeat(32), tool: tool.name, arguments: o.args ?? { q: "x" }, ...o.req };
+  return { progress, result: executeHostTool(tool, req, ctx, o.env ?? {}) };
+}
+
+function expectError(r: ToolResult, unknownOutcome: boolean, text: RegExp) {
+  expect(r.is_error).toBe(true);
+  if (unknownOutcome) expect(r.unknown_outcome).toBe(true);
+  else expect(r).not.toHaveProperty("unknown_outcome");
+  expect(r.content).toHaveLength(1);
+  expect(r.content[0]).toMatchObject({ type: "text", text: expect.stringMatching(text) });
+}
+
+/** A port nothing listens on: bound, then released. */
+async function closedPort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((resolve) => s.listen(0, "127.0.0.1", resolve));
+  const { port } = s.address() as net.AddressInfo;
+  await new Promise((resolve) => s.close(resolve));
+  return port;
+}
+
+function deferred<T = void>() {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+describe("request", () => {
+  it("POSTs call_id, tool, arguments and scope with bearer, traceparent, Accept and Content-Type", async () => {
+    const tool = route((_q, res) => json(res, 200, OK), { token_env: "PROBE_TOKEN", inspect_session: true });
+    const scope = { tenant_id: "t1", session_id: "s".repeat(32), call_id: "c".repeat(32), service_url: "http://svc", inspection_token: "itok" };
+    const { result } = call(tool, { env: { PROBE_TOKEN: "secret-token" }, ctx: { traceparent: TRACEPARENT }, req: { scope } });
+    expect(await result).toEqual(OK);
+    const [got] = requestsTo(tool);
+    expect(got!.method).toBe("POST");
+    expect(got!.headers).toMatchObject({
+      authorization: "Bearer secret-token",
+      traceparent: TRACEPARENT,
+      accept: "application/json, text/event-stream",
+      "content-type": "application/json",
+    });
+    expect(JSON.parse(got!.body)).toEqual({ call_id: "c".repeat(32), tool: "probe", arguments: { q: "x" }, scope });
+  });
+
+  it("sends no Authorization without token_env, omits scope when absent and drops a malformed traceparent", async () => {
+    const tool = route((_q, res) => json(res, 200, OK));
+    expect(await call(tool, { ctx: { traceparent: "not-a-traceparent" } }).result).toEqual(OK);
+    const [got] = requestsTo(tool);
+    expect(got!.headers.authorization).toBeUndefined();
+    expect(got!.headers.traceparent).toBeUndefined();
+    expect(Object.keys(JSON.parse(got!.body))).toEqual(["call_id", "tool", "arguments"]);
+  });
+
+  it("keeps service_url and inspection_token from tools without inspect_session", async () => {
+    const tool = route((_q, res) => json(res, 200, OK));
+    const scope = { tenant_id: "t1", session_id: "s".repeat(32), call_id: "c".repeat(32), service_url: "http://svc", inspection_token: "itok" };
+    await call(tool, { req: { scope } }).result;
+    expect(JSON.parse(requestsTo(tool)[0]!.body).scope).toEqual({ tenant_id: "t1", session_id: "s".repeat(32), call_id: "c".repeat(32) });
+  });
+
+  it("lets a credential override replace the token_env bearer", async () => {
+    const tool = route((_q, res) => json(res, 200, OK), { token_env: "UNSET_TOKEN" });
+    await call(tool, { ctx: { bearer: "override" } }).result;
+    await call(tool, { ctx: { headers: { "x-api-key": "k1" } } }).result;
+    const [a, b] = requestsTo(tool);
+    expect(a!.headers.authorization).toBe("Bearer override");
+    expect(b!.headers["x-api-key"]).toBe("k1");
+    expect(b!.headers.authorization).toBeUndefined();
+  });
+});
+
+describe("failures before the tool receives the request: unknown_outcome absent", () => {
+  it("schema error: the server sees no request", async () => {
+    const tool = route((_q, res) => json(res, 200, OK));
+    expectError(await call(tool, { args: { q: 5 } }).result, false, /^invalid arguments for tool "probe": \/q: /);
+    expectError(await call(tool, { args: { zz: "x" } }).result, false, /unexpected property "zz"/);
+    expect(requestsTo(tool)).toHaveLength(0);
+  });
+
+  it("missing credential: token_env unset at call time, and the message names no secret", async () => {
+    const tool = route((_q, res) => json(res, 200, OK), { token_env: "PROBE_TOKEN" });
+    expectError(await call(tool, { env: { PROBE_TOKEN: "" } }).result, false, /^tool "probe" is missing its credential$/);
+    expect(requestsTo(tool)).toHaveLength(0);
+  });
+
+  it("refused connection", async () => {
+    const tool = hostTool({ url: `http://127.0.0.1:${await closedPort()}/tool` });
+    expectError(await call(tool).result, false, /^tool "probe" could not be reached$/);
+  });
+
+  it("DNS failure", async () => {
+    const tool = hostTool({ url: "http://no-such-host.invalid/tool" });
+    expectError(await call(tool).result, false, /could not be reached/);
+  });
+
+  it("a 4xx answer: the tool said it did not act", async () => {
+    const tool = route((_q, res) => json(res, 422, { error: "nope" }));
+    expectError(await call(tool).result, false, /^tool "probe" returned HTTP 422$/);
+  });
+
+  it("a redirect, which is not followed", async () => {
+    const tool = route((_q, res) => res.writeHead(307, { location: `${base}/elsewhere` }).end());
+    expectError(await call(tool).result, false, /returned HTTP 307/);
+    expect(seen.get("/elsewhere")).toBeUndefined();
+  });
+
+  it("interrupted before dispatch: the server sees no request", async () => {
+    const tool = route((_q, res) => json(res, 200, OK));
+    const ac = new AbortController();
+    ac.abort();
+    expectError(await call(tool, { ctx: { signal: ac.signal } }).result, false, /interrupted before it was sent/);
+    expect(requestsTo(tool)).toHaveLength(0);
+  });
+});
+
+describe("failures after dispatch: unknown_outcome true", () => {
+  it("a 5xx answer", async () => {
+    const tool = route((_q, res) => res.writeHead(503).end("busy"));
+    expectError(await call(tool).result, true, /^tool "probe" returned HTTP 503$/);
+  });
+
+  it("invalid JSON", async () => {
+    const tool = route((_q, res) => res.writeHead(200, { "content-type": "application/json" }).end("{not json"));
+    expectError(await call(tool).result, true, /^tool "probe" returned invalid JSON$/);
+  });
+
+  it("JSON that is not a Result", async () => {
+    const tool = route((_q, res) => json(res, 200, { content: [{ type: "image", data: "AA==", mimeType: "image/png" }] }));
+    expectError(await call(tool).result, true, /invalid result: content\[0\]: image item needs/);
+  });
+
+  it("an answer of another content type", async () => {
+    const tool = route((_q, res) => res.writeHead(200, { "content-type": "text/plain" }).end("done"));
+    expectError(await call(tool).result, true, /unsupported content type "text\/plain"/);
+  });
+
+  it("an SSE stream that ends without result", async () => {
+    const tool = route((_q, res) => res.writeHead(200, { "content-type": "text/event-stream" }).end('event: progress\ndata: {"n":1}\n\n'));
+    const { progress, result } = call(tool);
+    expectError(await result, true, /ended its event stream without a result/);
+    expect(progress).toEqual([{ n: 1 }]);
+  });
+
+  it("a drop mid-response", async () => {
+    const tool = route((_q, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write('{"content":[', () => res.socket!.destroy());
+    });
+    expectError(await call(tool).result, true, /connection dropped before the result arrived/);
+  });
+
+  it("a drop before any response", async () => {
+    const tool = route((req) => req.socket.destroy());
+    expectError(await call(tool).result, true, /connection failed after the request was sent/);
+  });
+
+  it("a timeout (timeout_seconds 1) covering the whole stream", async () => {
+    const tool = route((_q, res) => res.writeHead(200, { "content-type": "text/event-stream" }).write('event: progress\ndata: "started"\n\n'), {
+      timeout_seconds: 1,
+    });
+    const started = Date.now();
+    const { progress, result } = call(tool);
+    expectError(await result, true, /^tool "probe" timed out after 1 s$/);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(990);
+    expect(progress).toEqual(["started"]);
+  });
+
+  it("an oversized JSON body", async () => {
+    const text = "x".repeat(200);
+    const tool = route((_q, res) => json(res, 200, { content: [{ type: "text", text }] }), { max_output_bytes: 100 });
+    expectError(await call(tool).result, true, /output exceeded max_output_bytes \(100\)/);
+  });
+
+  it("oversized SSE progress: progress frames count toward max_output_bytes", async () => {
+    const frame = `event: progress\ndata: ${JSON.stringify("p".repeat(100))}\n\n`;
+    const tool = route(
+      (_q, res) => res.writeHead(200, { "content-type": "text/event-stream" }).end(frame.repeat(20) + `event: result\ndata: ${JSON.stringify(OK)}\n\n`),
+      { max_output_bytes: 1000 },
+    );
+    const { progress, result } = call(tool);
+    expectError(await result, true, /output exceeded max_output_bytes/);
+    expect(progress.length).toBeLessThan(20);
+  });
+
+  it("an output_schema failure: the tool did run", async () => {
+    const output_schema = { type: "object", properties: { n: { type: "integer" } }, required: ["n"] };
+    const tool = route((_q, res) => json(res, 200, { ...OK, structured_content: { n: "one" } }), { output_schema });
+    expectError(await call(tool).result, true, /does not match its output_schema: \/n: /);
+  });
+
+  it("interrupted via the turn's signal mid-call", async () => {
+    const arrived = deferred();
+    const tool = route((_q, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" }).write(": open\n\n");
+      arrived.resolve();
+    });
+    const ac = new AbortController();
+    const { result } = call(tool, { ctx: { signal: ac.signal } });
+    await arrived.promise;
+    ac.abort();
+    expectError(await result, true, /call was interrupted; its outcome is unknown/);
+  });
+});
+
+describe("results", () => {
+  it("streams progress frames in order, with CRLF, multi-line data and comments, then the result", async () => {
+    const tool = route((_q, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8" });
+      res.write(": keepalive\r\n\r\nevent: progress\r\ndata: {\"step\":1}\r\n\r\n");
+      res.write('event: progress\ndata: {"step":\ndata: 2}\n\n');
+      res.end(`event: result\ndata: ${JSON.stringify({ ...OK, structured_content: { n: 3 } })}\n\n`);
+    });
+    const { progress, result } = call(tool);
+    expect(await result).toEqual({ ...OK, structured_content: { n: 3 } });
+    expect(progress).toEqual([{ step: 1 }, { step: 2 }]);
+  });
+
+  it("passes a valid structured_content and image content", async () => {
+    const output_schema = { type: "object", properties: { n: { type: "integer" } }, required: ["n"] };
+    const answer = { content: [{ type: "image", data: "AAAA", mime_type: "image/png" }], structured_content: { n: 1 } };
+    const tool = route((_q, res) => json(res, 200, answer), { output_schema });
+    expect(await call(tool).result).toEqual(answer);
+  });
+
+  it("error results bypass output_schema", async () => {
+    const output_schema = { type: "object", required: ["n"] };
+    const answer = { content: [{ type: "text", text: "tool-side failure" }], is_error: true };
+    const tool = route((_q, res) => json(res, 200, answer), { output_schema });
+    expect(await call(tool).result).toEqual(answer);
+  });
+
+  it("error results still obey max_output_bytes", async () => {
+    const answer = { content: [{ type: "text", text: "e".repeat(300) }], is_error: true };
+    const tool = route((_q, res) => json(res, 200, answer), { max_output_bytes: 200 });
+    expectError(await call(tool).result, true, /output exceeded max_output_bytes/);
+  });
+});

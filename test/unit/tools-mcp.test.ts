@@ -1,0 +1,256 @@
+/**
+ * Host MCP tool calls against the real @modelcontextprotocol/server-everything (Streamable HTTP,
+ * stateful), plus a small raw node:http peer for what that server cannot show: the headers a call
+ * carries, and a connection dropped in the middle of `tools/call`.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import http from "node:http";
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { executeHostTool } from "../../runner-host/tools/dispatch.ts";
+import type { HostTool, ToolCallContext, ToolResult } from "../../runner-host/tools/types.ts";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const EVERYTHING = path.join(ROOT, "node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+/** How long server-everything may take to listen, ms (about 0.7 s measured; test-peers.md §1). */
+const START_DEADLINE_MS = 15_000;
+const TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+let everything: ChildProcess;
+let mcpUrl = "";
+
+async function freePort(host?: string): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((resolve) => s.listen(0, host, resolve));
+  const { port } = s.address() as net.AddressInfo;
+  await new Promise((resolve) => s.close(resolve));
+  return port;
+}
+
+beforeAll(async () => {
+  // It binds all interfaces (`app.listen(PORT)`), so the free port is taken from all interfaces too.
+  const port = await freePort();
+  everything = spawn(process.execPath, [EVERYTHING, "streamableHttp"], {
+    env: { ...process.env, PORT: String(port) },
+    // stdout logs every request; nothing reads it. The listening line goes to stderr.
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let log = "";
+    const timer = setTimeout(() => reject(new Error(`server-everything not listening after ${START_DEADLINE_MS} ms:\n${log}`)), START_DEADLINE_MS);
+    everything.stderr!.on("data", (chunk: Buffer) => {
+      log += chunk.toString();
+      if (/listening on port/.test(log)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    everything.on("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server-everything exited with ${code}:\n${log}`));
+    });
+  });
+  everything.stderr!.resume();
+  mcpUrl = `http://127.0.0.1:${port}/mcp`;
+});
+
+afterAll(async () => {
+  if (everything?.pid === undefined || everything.exitCode !== null) return;
+  const exited = new Promise((resolve) => everything.once("exit", resolve));
+  process.kill(everything.pid, "SIGTERM");
+  await exited;
+});
+
+function mcpTool(mcp_tool: string, overrides: Partial<HostTool> = {}): HostTool {
+  return {
+    name: "probe",
+    description: "test tool",
+    input_schema: { type: "object" },
+    output_schema: null,
+    url: mcpUrl,
+    tenants: ["t1"],
+    token_env: "",
+    transport: "mcp",
+    mcp_tool,
+    timeout_seconds: 10,
+    max_output_bytes: 1_048_576,
+    inspect_session: false,
+    ...overrides,
+  };
+}
+
+function call(tool: HostTool, args: unknown, o: { ctx?: Partial<ToolCallContext>; env?: Record<string, string> } = {}) {
+  const progress: unknown[] = [];
+  const ctx: ToolCallContext = { signal: new AbortController().signal, onProgress: (d) => progress.push(d), ...o.ctx };
+  return { progress, result: executeHostTool(tool, { call_id: "c".repeat(32), tool: tool.name, arguments: args }, ctx, o.env ?? {}) };
+}
+
+function expectError(r: ToolResult, unknownOutcome: boolean, text: RegExp) {
+  expect(r.is_error).toBe(true);
+  if (unknownOutcome) expect(r.unknown_outcome).toBe(true);
+  else expect(r).not.toHaveProperty("unknown_outcome");
+  expect(r.content[0]).toMatchObject({ type: "text", text: expect.stringMatching(text) });
+}
+
+describe("server-everything", () => {
+  it("calls echo", async () => {
+    expect(await call(mcpTool("echo"), { message: "hello" }).result).toEqual({ content: [{ type: "text", text: "Echo: hello" }] });
+  });
+
+  it("calls get-sum", async () => {
+    expect(await call(mcpTool("get-sum"), { a: 2, b: 3 }).result).toEqual({ content: [{ type: "text", text: "The sum of 2 and 3 is 5." }] });
+  });
+
+  it("maps structuredContent and checks it against the host output_schema", async () => {
+    const output_schema = { type: "object", properties: { temperature: { type: "number" } }, required: ["temperature", "conditions"] };
+    const r = await call(mcpTool("get-structured-content", { output_schema }), { location: "Chicago" }).result;
+    expect(r.structured_content).toEqual({ temperature: 36, conditions: "Light rain / drizzle", humidity: 82 });
+    expect(r.is_error).toBeUndefined();
+
+    const strict = { type: "object", properties: { temperature: { type: "string" } } };
+    const bad = await call(mcpTool("get-structured-content", { output_schema: strict }), { location: "Chicago" }).result;
+    expectError(bad, true, /does not match its output_schema: \/temperature: /);
+  });
+
+  it("maps image content to mime_type", async () => {
+    const r = await call(mcpTool("get-tiny-image"), {}).result;
+    expect(r.content.map((c) => c.type)).toEqual(["text", "image", "text"]);
+    expect(r.content[1]).toMatchObject({ type: "image", mime_type: "image/png", data: expect.stringMatching(/^iVBOR/) });
+    expect(Object.keys(r.content[1]!).sort()).toEqual(["data", "mime_type", "type"]);
+  });
+
+  it("describes resource links and embedded resources as text items", async () => {
+    const links = await call(mcpTool("get-resource-links"), { count: 2 }).result;
+    expect(links.content.every((c) => c.type === "text")).toBe(true);
+    expect(links.content[1]).toMatchObject({ text: expect.stringMatching(/^\[resource link: Blob Resource 1 \S+\]$/) });
+
+    const text = await call(mcpTool("get-resource-reference"), { resourceType: "Text", resourceId: 2 }).result;
+    expect(text.content.map((c) => (c.type === "text" ? c.text : c.type))).toContainEqual(
+      expect.stringMatching(/^\[resource \S+\]\nResource 2: This is a plaintext resource/),
+    );
+  });
+
+  it("delivers progress notifications in order", async () => {
+    const { progress, result } = call(mcpTool("trigger-long-running-operation"), { duration: 0.25, steps: 5 });
+    expect((await result).is_error).toBeUndefined();
+    expect(progress).toEqual([1, 2, 3, 4, 5].map((i) => ({ progress: i, total: 5 })));
+  });
+
+  it("reports a tool-side error as is_error without unknown_outcome", async () => {
+    const r = await call(mcpTool("get-sum"), { a: "two", b: 3 }).result;
+    expect(r.is_error).toBe(true);
+    expect(r).not.toHaveProperty("unknown_outcome");
+  });
+
+  it("counts the tools/call response toward max_output_bytes", async () => {
+    expectError(await call(mcpTool("get-tiny-image", { max_output_bytes: 500 }), {}).result, true, /output exceeded max_output_bytes/);
+  });
+
+  it("rejects arguments failing the host input_schema before connecting", async () => {
+    const input_schema = { type: "object", properties: { message: { type: "string" } }, required: ["message"] };
+    expectError(await call(mcpTool("echo", { input_schema }), {}).result, false, /^invalid arguments for tool "probe": \(root\): /);
+  });
+
+  it("a connection failure before dispatch has no unknown_outcome", async () => {
+    const tool = mcpTool("echo", { url: `http://127.0.0.1:${await freePort("127.0.0.1")}/mcp` });
+    expectError(await call(tool, { message: "x" }).result, false, /could not connect to its MCP server/);
+  });
+
+  it("a timeout after dispatch has unknown_outcome", async () => {
+    const tool = mcpTool("trigger-long-running-operation", { timeout_seconds: 1 });
+    const { progress, result } = call(tool, { duration: 30, steps: 300 });
+    expectError(await result, true, /timed out after 1 s/);
+    expect(progress.length).toBeGreaterThan(0);
+  });
+
+  it("an interrupt after dispatch has unknown_outcome", async () => {
+    const ac = new AbortController();
+    const tool = mcpTool("trigger-long-running-operation");
+    // The first progress notification proves the call is running on the server; interrupt then.
+    const { result } = call(tool, { duration: 30, steps: 60 }, { ctx: { signal: ac.signal, onProgress: () => ac.abort() } });
+    expectError(await result, true, /call was interrupted; its outcome is unknown/);
+  });
+});
+
+describe("raw MCP peer", () => {
+  type Seen = { method: string; headers: http.IncomingHttpHeaders; rpc?: string };
+  const seen: Seen[] = [];
+  let peer: http.Server;
+  let url = "";
+  let onCall: (res: http.ServerResponse, id: unknown) => void = () => {};
+  let onDelete = () => {};
+
+  beforeAll(async () => {
+    // Stateless and JSON-only except tools/call, whose SSE answer each test scripts.
+    peer = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        const msg = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined;
+        seen.push({ method: req.method!, headers: req.headers, rpc: msg?.method });
+        if (req.method === "DELETE") onDelete();
+        if (req.method !== "POST") return void res.writeHead(405).end();
+        if (msg.method === "initialize") {
+          const result = { protocolVersion: msg.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "peer", version: "1" } };
+          return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: msg.id, result }));
+        }
+        if (msg.method === "tools/call") return onCall(res, msg.id);
+        res.writeHead(202).end();
+      });
+    });
+    await new Promise<void>((resolve) => peer.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(peer.address() as net.AddressInfo).port}/mcp`;
+  });
+
+  afterAll(async () => {
+    peer.closeAllConnections();
+    await new Promise((resolve) => peer.close(resolve));
+  });
+
+  it("sends the bearer from token_env and traceparent on every request, then ends the session", async () => {
+    onCall = (res, id) => {
+      const result = { content: [{ type: "text", text: "ok" }] };
+      res
+        .writeHead(200, { "content-type": "application/json", "mcp-session-id": "sess-1" })
+        .end(JSON.stringify({ jsonrpc: "2.0", id, result }));
+    };
+    const deleted = new Promise<void>((resolve) => (onDelete = resolve));
+    seen.length = 0;
+    const tool = mcpTool("remote_name", { url, token_env: "MCP_TOKEN" });
+    const r = await call(tool, {}, { env: { MCP_TOKEN: "mcp-secret" }, ctx: { traceparent: TRACEPARENT } }).result;
+    expect(r).toEqual({ content: [{ type: "text", text: "ok" }] });
+    const posts = seen.filter((s) => s.method === "POST");
+    expect(posts.map((s) => s.rpc)).toEqual(["initialize", "notifications/initialized", "tools/call"]);
+    for (const s of posts) expect(s.headers).toMatchObject({ authorization: "Bearer mcp-secret", traceparent: TRACEPARENT });
+    // The closing DELETE runs after the result is returned; the test timeout bounds this wait.
+    await deleted;
+    expect(seen.at(-1)!.headers["mcp-session-id"]).toBe("sess-1");
+  });
+
+  it("a missing credential fails before connecting", async () => {
+    seen.length = 0;
+    expectError(await call(mcpTool("x", { url, token_env: "MCP_TOKEN" }), {}).result, false, /is missing its credential/);
+    expect(seen).toHaveLength(0);
+  });
+
+  it("a drop in the middle of tools/call is reported at once with unknown_outcome", async () => {
+    onCall = (res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: 1, progress: 1 } })}\n\n`, () =>
+        res.socket!.destroy(),
+      );
+    };
+    const started = Date.now();
+    expectError(await call(mcpTool("x", { url, timeout_seconds: 30 }), {}).result, true, /connection dropped before the result arrived/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it("a 5xx on tools/call has unknown_outcome; a 4xx does not", async () => {
+    onCall = (res) => void res.writeHead(502).end();
+    expectError(await call(mcpTool("x", { url }), {}).result, true, /MCP server returned HTTP 502/);
+    onCall = (res) => void res.writeHead(404).end();
+    expectError(await call(mcpTool("x", { url }), {}).result, false, /MCP server returned HTTP 404/);
+  });
+});
