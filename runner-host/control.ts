@@ -3,9 +3,14 @@
  * pool answers without waking, and reconnection with backoff when the socket drops (a deploy, an
  * object restart, or the local stack still starting).
  */
+import { randomBytes } from "node:crypto";
 import WebSocket from "ws";
 import { CONTROL_PATH, ControlDownSchema, PING, RUNNER_PROTOCOL, type ControlUp } from "../src/shared/runner-protocol.ts";
 import type { Logger } from "./log.ts";
+
+/** Placeholder capacity until the harness pool reports real figures. */
+const CAPACITY = { loaded: 0, loaded_limit: 1024, idle: 0 };
+const BOOT = randomBytes(16).toString("hex");
 
 /** Keepalive interval, ms: well inside proxies' idle cut-offs (about 100 s at the edge). */
 const PING_MS = 20_000;
@@ -41,7 +46,7 @@ export class ControlLink {
 
   drain(): void {
     this.#draining = true;
-    this.#send({ type: "draining" });
+    this.#send({ type: "status", draining: true, capacity: CAPACITY });
   }
 
   stop(): void {
@@ -63,6 +68,8 @@ export class ControlLink {
         runner_id: this.#o.runnerId,
         harnesses: this.#o.harnesses,
         draining: this.#draining,
+        boot: BOOT,
+        capacity: CAPACITY,
       });
       this.#ping = setInterval(() => ws.readyState === WebSocket.OPEN && ws.send(PING), PING_MS);
     });

@@ -13,6 +13,7 @@
  * violation, which ends the process (spec "States and transitions": stdio framing violation).
  */
 import { z } from "zod";
+import { StopReasonSchema, ToolResultSchema, UsageSchema } from "../../src/shared/result-schema.ts";
 
 /** Protocol version carried by `ready` and `init`. */
 export const PROTOCOL_VERSION = 1;
@@ -26,20 +27,7 @@ const CallId = z.string().min(1).max(4096);
 
 // ---- shared pieces --------------------------------------------------------------------------
 
-export const ContentItemSchema = z.discriminatedUnion("type", [
-  z.strictObject({ type: z.literal("text"), text: z.string() }),
-  z.strictObject({ type: z.literal("image"), data: z.string(), mime_type: z.string().min(1) }),
-]);
-export type ContentItem = z.infer<typeof ContentItemSchema>;
-
-/** A tool result as the service records it (spec "Tool errors", event `tool.result`). */
-export const ToolResultSchema = z.strictObject({
-  content: z.array(ContentItemSchema),
-  is_error: z.boolean().optional(),
-  structured_content: z.unknown().optional(),
-  unknown_outcome: z.boolean().optional(),
-});
-export type ToolResult = z.infer<typeof ToolResultSchema>;
+export { ContentItemSchema, ToolResultSchema, type ContentItem, type ToolResult } from "../../src/shared/result-schema.ts";
 
 export const ToolSpecSchema = z.strictObject({
   name: z.string().min(1).max(64),
@@ -70,17 +58,7 @@ export type ProviderConfig = z.infer<typeof ProviderConfigSchema>;
 export const EffortSchema = z.enum(["", "off", "minimal", "low", "medium", "high", "xhigh", "max"]);
 export type Effort = z.infer<typeof EffortSchema>;
 
-export const UsageSchema = z.strictObject({
-  input_tokens: z.number().int().nonnegative(),
-  output_tokens: z.number().int().nonnegative(),
-  cache_read_tokens: z.number().int().nonnegative(),
-  cache_write_tokens: z.number().int().nonnegative(),
-  total_tokens: z.number().int().nonnegative(),
-});
-export type Usage = z.infer<typeof UsageSchema>;
-
-export const StopReasonSchema = z.enum(["stop", "length", "tool_use", "error", "aborted"]);
-export type StopReason = z.infer<typeof StopReasonSchema>;
+export { StopReasonSchema, UsageSchema, type StopReason, type Usage } from "../../src/shared/result-schema.ts";
 
 // ---- commands (runner-host → harness) -------------------------------------------------------
 

@@ -1,7 +1,7 @@
 /** Public health endpoints (spec "Health"). Readiness needs a connected runner-host. */
 import { Hono } from "hono";
 import type { AppEnv } from "../http/context.ts";
-import { POOL_NAME } from "./internal.ts";
+import { POOL_NAME } from "../runner/pool-name.ts";
 
 export const health = new Hono<AppEnv>();
 

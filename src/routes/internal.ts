@@ -3,11 +3,11 @@
  * by the object it is forwarded to.
  */
 import { Hono } from "hono";
-import { unauthorized } from "../shared/errors.ts";
+import { invalid, unauthorized } from "../shared/errors.ts";
 import { sha256Hex } from "../shared/ids.ts";
 import type { AppEnv } from "../http/context.ts";
-
-export const POOL_NAME = "default";
+import { POOL_NAME } from "../runner/pool-name.ts";
+import { sessionObjectName } from "../session/session-object.ts";
 
 export const internal = new Hono<AppEnv>();
 
@@ -19,3 +19,13 @@ internal.use("*", async (c, next) => {
 });
 
 internal.get("/runners/control", (c) => c.env.RUNNERS.getByName(POOL_NAME).fetch(c.req.raw));
+
+/** `?session=<object name>&lease=<n>`: a runner-host's link to one attached session. */
+internal.get("/runners/link", (c) => {
+  const name = c.req.query("session") ?? "";
+  const lease = c.req.query("lease") ?? "";
+  const m = /^([a-f0-9]{32}):(.+)$/s.exec(name);
+  if (!m || !/^[1-9][0-9]{0,15}$/.test(lease)) throw invalid("session and lease are required");
+  const stub = c.env.SESSIONS.getByName(sessionObjectName(m[2]!, m[1]!));
+  return stub.fetch(`https://session/link?lease=${lease}`, { headers: { Upgrade: "websocket" } });
+});

@@ -42,8 +42,8 @@ export class EventLog {
   }
 
   /** Appends one retained event. Must run inside the caller's `transactionSync`. */
-  append(e: NewEvent, time: string, logBytes: number): LoggedEvent {
-    const event: Event = { id: newId(), type: e.type, time, data: e.data };
+  append(e: NewEvent, time: string, logBytes: number, id: string = newId()): LoggedEvent {
+    const event: Event = { id, type: e.type, time, data: e.data };
     if (e.input_id !== undefined) event.input_id = e.input_id;
     const line = JSON.stringify(event);
     const bytes = encoder.encode(line);

@@ -17,6 +17,11 @@ export type SessionRow = {
   log_bytes: number;
   version: number;
   indexed_version: number;
+  lease: number;
+  link_state: "none" | "requested" | "opening" | "open";
+  up_seq: number;
+  down_seq: number;
+  link_lost_at: number | null;
 };
 
 /** What the Worker hands the object at creation, after every creation rule has passed. */

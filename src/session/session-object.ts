@@ -1,8 +1,9 @@
 /**
- * SessionObject: the single owner of one session (status, queue, event log, subscribers).
- * Thin: RPC methods return Results and delegate to SessionState; after each committed change the
- * object publishes the new events to live subscribers (before any await, so publication order is
- * commit order) and pushes the session's summary to its TenantObject.
+ * SessionObject: the single owner of one session (status, queue, event log, subscribers, runner
+ * link). Thin: RPC methods return Results and delegate to SessionState / Turns; after each
+ * committed change the object publishes the new events to live subscribers (before any await, so
+ * publication order is commit order), drives the runner link, and pushes its summary to the
+ * TenantObject.
  *
  * Object name: `<session id>:<tenant>`, so another tenant's id maps to a different, empty object
  * and looks unknown (404).
@@ -11,19 +12,31 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
 import type { Event, EventList, Input, Session, Status } from "../shared/api-schema.ts";
 import { asResult, asResultAsync, ERROR_STATUS, overloaded, type Result } from "../shared/errors.ts";
+import { LinkUpSchema, PING, PONG } from "../shared/runner-protocol.ts";
 import { log } from "../log.ts";
 import { getRuntime } from "../runtime.ts";
+import { POOL_NAME } from "../runner/pool-name.ts";
 import { migrate } from "../storage/migrate.ts";
 import type { LoggedEvent } from "./event-log.ts";
+import { openMessages, providerGrant } from "./open-message.ts";
 import { toSession, type NewSession } from "./record.ts";
+import { RunnerLink } from "./runner-link.ts";
 import { SessionState, type Change } from "./session-state.ts";
 import { Subscribers } from "./subscribers.ts";
+import { Turns } from "./turns.ts";
 import m0001 from "../../migrations/session/0001_init.sql";
+import m0002 from "../../migrations/session/0002_turns.sql";
 
-const MIGRATIONS = [m0001];
+const MIGRATIONS = [m0001, m0002];
 
 /** Retry delay for a tenant-index push that failed, ms. Only armed while the index is behind. */
 const INDEX_RETRY_MS = 2_000;
+/**
+ * How long a dropped runner link may stay away while work is pending before the turn fails, ms:
+ * long enough for a runner-host to reconnect after a deploy or object restart, short enough that
+ * a lost runner-host surfaces quickly.
+ */
+export const LINK_GRACE_MS = 10_000;
 
 export function sessionObjectName(tenant: string, id: string): string {
   return `${id}:${tenant}`;
@@ -32,12 +45,17 @@ export function sessionObjectName(tenant: string, id: string): string {
 export class SessionObject extends DurableObject<Env> {
   readonly #state: SessionState;
   readonly #subs: Subscribers;
+  readonly #turns: Turns;
+  readonly #link: RunnerLink;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     migrate(ctx.storage, MIGRATIONS);
+    ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(PING, PONG));
     this.#state = new SessionState(ctx.storage);
     this.#subs = new Subscribers(ctx);
+    this.#turns = new Turns(this.#state);
+    this.#link = new RunnerLink(ctx, this.#state);
   }
 
   async create(n: NewSession): Promise<Result<Session>> {
@@ -56,23 +74,65 @@ export class SessionObject extends DurableObject<Env> {
 
   async send(input: Input, traceparent?: string): Promise<Result<Event | Status>> {
     const { limits } = (await getRuntime(this.env)).config;
-    return this.#commit(() => this.#state.send(input, limits, now(), traceparent));
+    if (input.type === "user.message") {
+      // A message that needs the session placed is refused up front when no runner-host can take it.
+      const row = this.#state.row();
+      if (row && row.link_state === "none" && !this.#turns.running()) {
+        const canPlace = await this.env.RUNNERS.getByName(POOL_NAME).canPlace(row.harness);
+        if (!canPlace) return { ok: false, error: overloaded("every runner-host is at its loaded-session limit").toBody() };
+      }
+    }
+    const running = this.#turns.running()?.event_id;
+    return this.#commit(() => {
+      const change = this.#state.send(input, limits, now(), traceparent);
+      if (input.type === "user.interrupt" && running && change.events.length > 0) {
+        this.#link.push({ t: "interrupt", turn: running });
+      }
+      return change;
+    });
   }
 
   async resume(): Promise<Result<Session>> {
-    return this.#commit(() => this.#state.resume(now()));
+    return this.#commit(() =>
+      this.ctx.storage.transactionSync(() => {
+        const change = this.#state.resume(now());
+        // Restored from the last completed checkpoint: the harness re-opens from that state.
+        this.#turns.revertNative();
+        this.#link.release("resumed from the last checkpoint");
+        return change;
+      }),
+    );
   }
 
   async close(): Promise<Result<Status>> {
-    return this.#commit(() => this.#state.close(now()));
+    return this.#commit(() =>
+      this.ctx.storage.transactionSync(() => {
+        const change = this.#state.close(now());
+        if (change.events.length > 0) this.#link.release("session closed");
+        return change;
+      }),
+    );
   }
 
-  /** SSE relays connect here: `GET /subscribe?after=<cursor>` with a WebSocket upgrade. */
+  /** RunnerPool: the runner-host that held `lease` restarted or vanished. */
+  async runnerGone(lease: number): Promise<void> {
+    const row = this.#state.row();
+    if (!row || row.lease !== lease || row.link_state === "none") return;
+    this.#loseRunner("the runner-host running this session was lost");
+    await this.#afterChange();
+  }
+
+  /** RunnerPool: a runner-host can take this session now (it was waiting for one). */
+  async placementAvailable(): Promise<void> {
+    await this.#schedule();
+  }
+
+  /** SSE relays (`/subscribe`) and runner-host links (`/link`) connect here. */
   async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url);
-    if (url.pathname !== "/subscribe" || request.headers.get("Upgrade")?.toLowerCase() !== "websocket") {
-      return new Response(null, { status: 404 });
-    }
+    if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return new Response(null, { status: 404 });
+    if (url.pathname === "/link") return this.#link.accept(Number(url.searchParams.get("lease")));
+    if (url.pathname !== "/subscribe") return new Response(null, { status: 404 });
     const { limits } = (await getRuntime(this.env)).config;
     const r = asResult(() => {
       const row = this.#state.require();
@@ -87,10 +147,12 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
+    const text = typeof message === "string" ? message : new TextDecoder().decode(message);
+    if (this.#link.isRunnerSocket(ws)) return this.#onRunnerMessage(ws, text);
     if (!this.#subs.isSubscriber(ws)) return;
     const row = this.#state.row();
     if (!row) return ws.close(1011, "session is gone");
-    this.#subs.onMessage(ws, typeof message === "string" ? message : "", {
+    this.#subs.onMessage(ws, text, {
       read: (seq, limit) => ({
         events: this.#state.log.read(seq, limit).map((l) => ({ seq: l.seq, event: this.#state.withCursor(row, l.seq, l.event) })),
         lastSeq: this.#state.log.lastSeq(),
@@ -100,18 +162,145 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async webSocketClose(ws: WebSocket, code: number): Promise<void> {
-    if (this.#subs.isSubscriber(ws)) log("info", "event stream closed", { session_id: this.#state.row()?.id, code });
+    if (this.#subs.isSubscriber(ws)) {
+      log("info", "event stream closed", { session_id: this.#state.row()?.id, code });
+      return;
+    }
+    if (!this.#link.isRunnerSocket(ws)) return;
+    const row = this.#state.row();
+    if (!row || row.lease !== this.#link.leaseOf(ws) || row.link_state === "none" || this.#link.socket()) return;
+    // The link may come back (a blip); if it does not within the grace period, the work fails.
+    this.ctx.storage.sql.exec("UPDATE session SET link_lost_at = ?", Date.now());
+    await this.#armAlarm(Date.now() + LINK_GRACE_MS);
   }
 
   async alarm(): Promise<void> {
+    const row = this.#state.row();
+    if (row?.link_lost_at && !this.#link.socket()) {
+      const due = row.link_lost_at + LINK_GRACE_MS;
+      if (Date.now() >= due) {
+        this.#loseRunner("the runner-host running this session was lost (its link did not come back)");
+      } else {
+        await this.#armAlarm(due);
+      }
+    }
+    await this.#afterChange();
+  }
+
+  #onRunnerMessage(ws: WebSocket, text: string): Promise<void> | void {
+    let parsed;
+    try {
+      parsed = LinkUpSchema.safeParse(JSON.parse(text));
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed?.success) {
+      log("warn", "invalid runner link message", { session_id: this.#state.row()?.id });
+      return ws.close(1008, "invalid link message");
+    }
+    if (this.#link.leaseOf(ws) !== this.#state.row()?.lease) return ws.close(4409, "lease is not current");
+    const m = parsed.data;
+    switch (m.t) {
+      case "hello": {
+        this.ctx.storage.sql.exec("UPDATE session SET link_lost_at = NULL");
+        if (this.#state.require().link_state === "requested") return this.#open();
+        this.#link.acked(m.down, true);
+        return;
+      }
+      case "ack":
+        return this.#link.acked(m.down, false);
+      case "delta":
+      case "progress": {
+        const e = this.#turns.live(m, now());
+        if (e) this.#subs.publish([e]);
+        return;
+      }
+      default:
+        return this.#applyRunner(ws, m);
+    }
+  }
+
+  async #applyRunner(ws: WebSocket, m: Extract<ReturnType<typeof LinkUpSchema.parse>, { seq: number }>): Promise<void> {
+    const applied = this.#turns.apply(m, now());
+    if (applied === "gap") return ws.close(1008, "link sequence gap");
+    this.#link.ackUp(ws, Math.min(m.seq, this.#state.require().up_seq));
+    if (applied === "duplicate") return;
+    this.#publish(applied.events);
+    if (applied.detached) this.ctx.storage.transactionSync(() => this.#link.release("runner-host detached"));
+    if (applied.opened || applied.next || applied.detached) await this.#schedule();
+    if (applied.events.length > 0) await this.#pushIndex();
+  }
+
+  /** First hello of a lease: send what to open (config, provider key, native state). */
+  async #open(): Promise<void> {
+    const rt = await getRuntime(this.env);
+    const row = this.#state.require();
+    const messages = openMessages(rt, row, this.#turns);
+    if ("error" in messages) {
+      this.#loseRunner(messages.error);
+      return this.#afterChange();
+    }
+    this.ctx.storage.transactionSync(() => {
+      this.ctx.storage.sql.exec("UPDATE session SET link_state = 'opening'");
+      for (const m of messages) this.#link.push(m);
+    });
+  }
+
+  /** Moves work forward: places the session on a runner-host, or starts the next queued turn. */
+  async #schedule(): Promise<void> {
+    const row = this.#state.row();
+    if (!row || row.status === "closed" || row.status === "interrupted" || row.status === "failed") return;
+    if (!this.#turns.running() && !this.#turns.hasQueued()) return;
+    if (row.link_state === "none") {
+      const lease = this.ctx.storage.transactionSync(() => this.#link.newLease());
+      await this.env.RUNNERS.getByName(POOL_NAME).place(sessionObjectName(row.tenant, row.id), lease, row.harness);
+      return;
+    }
+    if (row.link_state !== "open" || this.#turns.running()) return;
+    const rt = await getRuntime(this.env);
+    const grant = providerGrant(rt, JSON.parse(row.config).model);
+    const started = this.ctx.storage.transactionSync(() => {
+      const s = this.#turns.start(now());
+      if (!s) return undefined;
+      this.#link.push({
+        t: "run",
+        turn: s.input.event_id,
+        text: s.input.text,
+        traceparent: s.input.traceparent ?? undefined,
+        accepted_at: Date.parse(s.input.accepted_at),
+        provider: grant ?? { prefix: "", key: "" },
+      });
+      return s;
+    });
+    if (started) {
+      this.#publish(started.events);
+      await this.#pushIndex();
+    }
+  }
+
+  /** The runner-host is gone: a running turn fails, the lease is dropped. */
+  #loseRunner(message: string): void {
+    const events = this.ctx.storage.transactionSync(() => {
+      const out = this.#turns.running()
+        ? this.#state.endWork(now(), "failed", { running: { code: "service_error", message }, queued: "the session failed" })
+        : [];
+      this.#link.release(message);
+      return out;
+    });
+    this.#publish(events);
+  }
+
+  async #afterChange(): Promise<void> {
+    await this.#schedule();
     await this.#pushIndex();
   }
 
-  /** Runs a state change, publishes what it appended, then updates the tenant index. */
+  /** Runs a state change, publishes what it appended, moves work on, updates the tenant index. */
   async #commit<T>(fn: () => Change<T>): Promise<Result<T>> {
     return asResultAsync(async () => {
       const change = fn();
       this.#publish(change.events);
+      await this.#schedule();
       if (change.events.length > 0) await this.#pushIndex();
       return change.value;
     });
@@ -124,6 +313,11 @@ export class SessionObject extends DurableObject<Env> {
     if (row.status === "closed") this.#subs.endLive();
   }
 
+  async #armAlarm(at: number): Promise<void> {
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || current > at) await this.ctx.storage.setAlarm(at);
+  }
+
   /** Pushes the current summary to the tenant index; on failure an alarm retries until it lands. */
   async #pushIndex(): Promise<void> {
     const row = this.#state.row();
@@ -133,7 +327,7 @@ export class SessionObject extends DurableObject<Env> {
       this.#state.markIndexed(row.version);
     } catch (e) {
       log("warn", "tenant index push failed", { session_id: row.id, error: String(e) });
-      await this.ctx.storage.setAlarm(Date.now() + INDEX_RETRY_MS);
+      await this.#armAlarm(Date.now() + INDEX_RETRY_MS);
     }
   }
 }

@@ -18,6 +18,8 @@ export type Storage = Pick<DurableObjectStorage, "sql" | "transactionSync">;
 
 export type Change<T> = { value: T; events: LoggedEvent[] };
 
+export type ErrorData = { code: "conflict" | "provider_error" | "service_error"; message: string };
+
 export class SessionState {
   readonly #storage: Storage;
   readonly log: EventLog;
@@ -107,7 +109,7 @@ export class SessionState {
     const need = byteLength(JSON.stringify(data)) + 256 + MAX_RECORD_BYTES;
     if (r.log_bytes + need > limits.session_bytes) throw overloaded("the session's event log is full");
     const logged = this.#storage.transactionSync(() => {
-      const e = this.#append({ type: "user.message", data }, now);
+      const e = this.append({ type: "user.message", data }, now);
       this.#storage.sql.exec(
         "INSERT INTO inputs (seq, event_id, text, state, accepted_at, traceparent) VALUES (?, ?, ?, 'queued', ?, ?)",
         e.seq,
@@ -132,7 +134,7 @@ export class SessionState {
   interrupt(r: SessionRow, now: string): Change<Status> {
     if (r.status === "closed") throw conflict("session is closed");
     const pending = this.#storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs").one().n;
-    const events = pending > 0 ? this.#transition(now, "interrupted", "the session was interrupted") : [];
+    const events = pending > 0 ? this.endWork(now, "interrupted", { queued: "the session was interrupted" }) : [];
     return { value: { status: "interrupt_requested" }, events };
   }
 
@@ -140,7 +142,7 @@ export class SessionState {
   resume(now: string): Change<Session> {
     const r = this.require();
     if (r.status !== "interrupted" && r.status !== "failed") throw conflict(`session is ${r.status}; only interrupted or failed sessions resume`);
-    const events = this.#transition(now, "idle", "the session was resumed");
+    const events = this.#storage.transactionSync(() => this.setStatus(now, "idle"));
     return { value: toSession(this.require()), events };
   }
 
@@ -151,40 +153,63 @@ export class SessionState {
   close(now: string): Change<Status> {
     const r = this.require();
     if (r.status === "closed") return { value: { status: "closed" }, events: [] };
-    const events = this.#transition(now, "closed", "the session was closed");
+    const events = this.endWork(now, "closed", { queued: "the session was closed" });
     return { value: { status: "closed" }, events };
   }
 
-  /** Appends events and bumps the row in one transaction; the caller is already inside none. */
-  #transition(now: string, to: SessionStatus, cancelReason: string): LoggedEvent[] {
+  /**
+   * Ends all work of the session in one transaction: every open tool call gets its result (an
+   * error, `unknown_outcome` when it had been dispatched), every input gets one `session.error` —
+   * the running one first with `running`, the queued ones with `conflict` — then one
+   * `session.status`. DECISIONS.md "Events": cancelling several inputs at once.
+   */
+  endWork(now: string, to: SessionStatus, why: { running?: ErrorData; queued: string }): LoggedEvent[] {
     return this.#storage.transactionSync(() => {
       const events: LoggedEvent[] = [];
-      const queued = this.#storage.sql
-        .exec<{ seq: number; event_id: string; state: string }>("SELECT seq, event_id, state FROM inputs ORDER BY seq")
-        .toArray();
-      for (const q of queued) {
-        const message =
-          q.state === "running"
-            ? `the running turn was stopped: ${cancelReason}`
-            : `the queued input was interrupted before execution: ${cancelReason}`;
-        events.push(this.#append({ type: "session.error", data: { code: "conflict", message }, input_id: q.event_id }, now));
+      const sql = this.#storage.sql;
+      const calls = sql.exec<{ call_id: string; input_id: string; dispatched: number }>("SELECT * FROM open_calls").toArray();
+      for (const c of calls) {
+        const result: Record<string, unknown> = {
+          content: [{ type: "text", text: `the tool call was stopped: ${why.running?.message ?? why.queued}` }],
+          is_error: true,
+        };
+        if (c.dispatched) result.unknown_outcome = true;
+        events.push(this.append({ type: "tool.result", data: { call_id: c.call_id, result }, input_id: c.input_id }, now));
       }
-      this.#storage.sql.exec("DELETE FROM inputs");
-      events.push(this.#append({ type: "session.status", data: { status: to } }, now));
-      this.#storage.sql.exec(
-        "UPDATE session SET status = ?, updated_at = ?, version = version + 1",
-        to,
-        now,
-      );
+      sql.exec("DELETE FROM open_calls");
+      const inputs = sql.exec<{ event_id: string; state: string }>("SELECT event_id, state FROM inputs ORDER BY state = 'running' DESC, seq").toArray();
+      for (const q of inputs) {
+        const data: ErrorData =
+          q.state === "running"
+            ? (why.running ?? { code: "conflict", message: `the running turn was stopped: ${why.queued}` })
+            : { code: "conflict", message: `the queued input was interrupted before execution: ${why.queued}` };
+        events.push(this.append({ type: "session.error", data, input_id: q.event_id }, now));
+      }
+      sql.exec("DELETE FROM inputs");
+      events.push(...this.setStatus(now, to));
       return events;
     });
   }
 
-  #append(e: NewEvent, now: string): LoggedEvent {
+  /** Records a status change (and its event) unless the status is already `to`. */
+  setStatus(now: string, to: SessionStatus, inputId?: string): LoggedEvent[] {
+    const r = this.require();
+    if (r.status === to) return [];
+    const e = this.append({ type: "session.status", data: { status: to }, input_id: inputId }, now);
+    this.#storage.sql.exec("UPDATE session SET status = ?, updated_at = ?, version = version + 1", to, now);
+    return [e];
+  }
+
+  /** Appends one retained event and advances the history size. Call inside a transaction. */
+  append(e: NewEvent, now: string, id?: string): LoggedEvent {
     const bytes = this.#storage.sql.exec<{ b: number }>("SELECT log_bytes AS b FROM session").one().b;
-    const logged = this.log.append(e, now, bytes);
+    const logged = this.log.append(e, now, bytes, id);
     this.#storage.sql.exec("UPDATE session SET log_bytes = ?", logged.endOffset);
     return logged;
+  }
+
+  get storage(): Storage {
+    return this.#storage;
   }
 
   /** The event position a client cursor names; `""` is the start of the log. */

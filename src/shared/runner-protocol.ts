@@ -1,32 +1,160 @@
 /**
  * The runner link: messages between a runner-host and the Worker's objects, one zod module used by
- * both ends. Control messages travel on the runner-host's socket to RunnerPool.
+ * both ends.
+ *
+ * Control socket (runner-host ↔ RunnerPool, `CONTROL_PATH`): hello with the harnesses and capacity
+ * it offers, status updates, attach orders.
+ *
+ * Link socket (runner-host ↔ one SessionObject, `LINK_PATH`): everything about one attached
+ * session. Both directions number their messages (`seq`, from 1 per lease) except the live-only
+ * ones (`delta`, `progress`) and acks. Each side acknowledges what it has applied; after a dropped
+ * socket (a deploy, an object restart) the runner-host reconnects with the same lease, both sides
+ * say what they last applied, and each resends the rest: a turn survives the blip and no event is
+ * lost or doubled. A lease is granted per attachment; a socket with another lease is refused.
  */
 import { z } from "zod";
+import { StopReasonSchema, ToolResultSchema, UsageSchema } from "./result-schema.ts";
 
 /** Protocol version both ends must speak; a mismatch is refused at hello. */
 export const RUNNER_PROTOCOL = 1;
 
 /** Path a runner-host dials for its control socket (WebSocket upgrade, runner secret as bearer). */
 export const CONTROL_PATH = "/internal/runners/control";
+/** Path of a session link: `?session=<object name>&lease=<n>&runner=<runner id>`. */
+export const LINK_PATH = "/internal/runners/link";
 
-/** Text a runner-host sends as a keepalive; the pool answers it without waking (auto-response). */
+/** Text a runner-host sends as a keepalive; the objects answer it without waking (auto-response). */
 export const PING = "ping";
 export const PONG = "pong";
 
-export const HelloSchema = z.strictObject({
-  type: z.literal("hello"),
-  protocol: z.literal(RUNNER_PROTOCOL),
-  runner_id: z.string().regex(/^[a-f0-9]{32}$/),
-  harnesses: z.array(z.string().min(1).max(64)),
-  draining: z.boolean(),
+const Hex32 = z.string().regex(/^[a-f0-9]{32}$/);
+const Seq = z.number().int().positive();
+const Turn = Hex32;
+
+// ── control ─────────────────────────────────────────────────────────────────────────────────
+
+export const CapacitySchema = z.strictObject({
+  /** Sessions this runner-host keeps warm (attached or cached) and its `limits.loaded`. */
+  loaded: z.number().int().nonnegative(),
+  loaded_limit: z.number().int().positive(),
+  /** Loaded sessions with no running turn: what it can drop to take a new one. */
+  idle: z.number().int().nonnegative(),
 });
+export type Capacity = z.infer<typeof CapacitySchema>;
 
-export const DrainingSchema = z.strictObject({ type: z.literal("draining") });
-
-export const ControlUpSchema = z.discriminatedUnion("type", [HelloSchema, DrainingSchema]);
+export const ControlUpSchema = z.discriminatedUnion("type", [
+  z.strictObject({
+    type: z.literal("hello"),
+    protocol: z.literal(RUNNER_PROTOCOL),
+    runner_id: Hex32,
+    /** Random per process start: a new boot means the sessions it held are gone. */
+    boot: Hex32,
+    harnesses: z.array(z.string().min(1).max(64)),
+    draining: z.boolean(),
+    capacity: CapacitySchema,
+  }),
+  z.strictObject({ type: z.literal("status"), draining: z.boolean(), capacity: CapacitySchema }),
+]);
 export type ControlUp = z.infer<typeof ControlUpSchema>;
 
-export const WelcomeSchema = z.strictObject({ type: z.literal("welcome"), pool: z.string() });
-export const ControlDownSchema = z.discriminatedUnion("type", [WelcomeSchema]);
+export const ControlDownSchema = z.discriminatedUnion("type", [
+  z.strictObject({ type: z.literal("welcome"), pool: z.string() }),
+  /** Open a link to this session with this lease. */
+  z.strictObject({ type: z.literal("attach"), session: z.string().min(1), lease: Seq, harness: z.string() }),
+]);
 export type ControlDown = z.infer<typeof ControlDownSchema>;
+
+// ── link: object → runner-host ─────────────────────────────────────────────────────────────
+
+export const ToolDescriptorSchema = z.strictObject({
+  name: z.string(),
+  description: z.string(),
+  input_schema: z.record(z.string(), z.unknown()),
+  output_schema: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const ProviderGrantSchema = z.strictObject({
+  prefix: z.string().min(1),
+  key: z.string(),
+  base_url: z.string().optional(),
+  api: z.string().optional(),
+});
+export type ProviderGrant = z.infer<typeof ProviderGrantSchema>;
+
+export const LinkDownSchema = z.discriminatedUnion("t", [
+  /** First message of a lease: what to open. Native records follow in `native` messages. */
+  z.strictObject({
+    t: z.literal("open"),
+    seq: Seq,
+    session_id: Hex32,
+    tenant: z.string(),
+    harness: z.string(),
+    model: z.string(),
+    instructions: z.string().optional(),
+    reasoning_effort: z.string().optional(),
+    tools: z.array(ToolDescriptorSchema),
+    provider: ProviderGrantSchema,
+    /** Number of `native` messages that complete the restored state (0 for a new session). */
+    native_parts: z.number().int().nonnegative(),
+  }),
+  z.strictObject({ t: z.literal("native"), seq: Seq, records: z.array(z.unknown()) }),
+  z.strictObject({
+    t: z.literal("run"),
+    seq: Seq,
+    turn: Turn,
+    text: z.string(),
+    traceparent: z.string().optional(),
+    /** When the message was accepted (ms since epoch): svc.input.queue_delay. */
+    accepted_at: z.number(),
+    /** The provider key as of now: a changed key recycles an idle harness process first. */
+    provider: ProviderGrantSchema,
+  }),
+  z.strictObject({ t: z.literal("interrupt"), seq: Seq, turn: Turn }),
+  /** Let go of this session (resume, restore, close): the link closes after `detached`. */
+  z.strictObject({ t: z.literal("detach"), seq: Seq, reason: z.string() }),
+  z.strictObject({ t: z.literal("ack"), up: z.number().int().nonnegative() }),
+]);
+export type LinkDown = z.infer<typeof LinkDownSchema>;
+
+// ── link: runner-host → object ─────────────────────────────────────────────────────────────
+
+export const LinkUpSchema = z.discriminatedUnion("t", [
+  /** First message on every (re)connected socket: the last down `seq` it applied. */
+  z.strictObject({ t: z.literal("hello"), down: z.number().int().nonnegative() }),
+  z.strictObject({ t: z.literal("opened"), seq: Seq }),
+  z.strictObject({ t: z.literal("open_failed"), seq: Seq, message: z.string() }),
+  /** Live-only, not numbered: lost deltas are not resent (the assistant message carries all). */
+  z.strictObject({ t: z.literal("delta"), turn: Turn, text: z.string() }),
+  z.strictObject({ t: z.literal("progress"), turn: Turn, call_id: Hex32, data: z.unknown() }),
+  z.strictObject({
+    t: z.literal("assistant"),
+    seq: Seq,
+    turn: Turn,
+    text: z.string(),
+    usage: UsageSchema,
+    stop_reason: StopReasonSchema,
+  }),
+  /** `call.id` is minted by the runner-host (32 hex) and is also the `tool.call` event id. */
+  z.strictObject({
+    t: z.literal("tool_call"),
+    seq: Seq,
+    turn: Turn,
+    call: z.strictObject({ id: Hex32, name: z.string(), arguments: z.unknown() }),
+    /** False when the call was refused before dispatch (unknown tool, schema error). */
+    dispatched: z.boolean(),
+  }),
+  z.strictObject({ t: z.literal("tool_result"), seq: Seq, turn: Turn, call_id: Hex32, result: ToolResultSchema }),
+  /** Native state records appended by the harness, in order. */
+  z.strictObject({ t: z.literal("native"), seq: Seq, records: z.array(z.unknown()) }),
+  z.strictObject({
+    t: z.literal("turn_end"),
+    seq: Seq,
+    turn: Turn,
+    status: z.enum(["completed", "interrupted", "failed"]),
+    error: z.strictObject({ code: z.enum(["provider_error", "service_error", "conflict"]), message: z.string() }).optional(),
+  }),
+  /** The runner-host let go of the session (idle eviction, harness crash, shutdown). */
+  z.strictObject({ t: z.literal("detached"), seq: Seq, reason: z.string() }),
+  z.strictObject({ t: z.literal("ack"), down: z.number().int().nonnegative() }),
+]);
+export type LinkUp = z.infer<typeof LinkUpSchema>;

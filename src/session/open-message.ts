@@ -1,0 +1,68 @@
+/**
+ * What a runner-host needs to open a session: its config, the provider key (keys travel only over
+ * the runner link and stdio), and its native state split into parts that fit a socket message.
+ */
+import type { ProviderGrant, LinkDown } from "../shared/runner-protocol.ts";
+import type { SessionConfig, Tool } from "../shared/api-schema.ts";
+import type { Runtime } from "../runtime.ts";
+import type { SessionRow } from "./record.ts";
+import type { Turns } from "./turns.ts";
+
+/** Bytes of native records per `native` message: far under the 32 MiB WebSocket message cap. */
+const NATIVE_PART_BYTES = 8 * 1024 * 1024;
+/** Records read per query while splitting native state. */
+const NATIVE_READ = 200;
+
+type Unnumbered<T> = T extends { seq: number } ? Omit<T, "seq"> : never;
+export type OpenMessage = Unnumbered<Extract<LinkDown, { t: "open" } | { t: "native" }>>;
+
+export function providerGrant(rt: Runtime, model: string): ProviderGrant | undefined {
+  const prefix = model.slice(0, model.indexOf("/"));
+  const p = Object.hasOwn(rt.config.providers, prefix) ? rt.config.providers[prefix] : undefined;
+  const key = p ? rt.vars[p.api_key_env] : undefined;
+  if (!p || !key) return undefined;
+  const grant: ProviderGrant = { prefix, key };
+  if (p.base_url) grant.base_url = p.base_url;
+  if (p.api) grant.api = p.api;
+  return grant;
+}
+
+export function openMessages(rt: Runtime, row: SessionRow, turns: Turns): OpenMessage[] | { error: string } {
+  const config = JSON.parse(row.config) as SessionConfig;
+  const provider = providerGrant(rt, config.model);
+  if (!provider) return { error: `the key of provider "${config.model.split("/")[0]}" is no longer available` };
+
+  const parts: unknown[][] = [];
+  let part: unknown[] = [];
+  let bytes = 0;
+  for (let after = 0; ; ) {
+    const batch = turns.nativeRecords(after, NATIVE_READ);
+    if (batch.length === 0) break;
+    for (const r of batch) {
+      const size = JSON.stringify(r.record).length;
+      if (part.length > 0 && bytes + size > NATIVE_PART_BYTES) {
+        parts.push(part);
+        part = [];
+        bytes = 0;
+      }
+      part.push(r.record);
+      bytes += size;
+    }
+    after = batch.at(-1)!.seq;
+  }
+  if (part.length > 0) parts.push(part);
+
+  const open: OpenMessage = {
+    t: "open",
+    session_id: row.id,
+    tenant: row.tenant,
+    harness: row.harness,
+    model: config.model,
+    tools: JSON.parse(row.descriptors) as Tool[],
+    provider,
+    native_parts: parts.length,
+  };
+  if (config.instructions !== undefined) open.instructions = config.instructions;
+  if (config.reasoning_effort) open.reasoning_effort = config.reasoning_effort;
+  return [open, ...parts.map((records) => ({ t: "native" as const, records }))];
+}

@@ -1,0 +1,102 @@
+/**
+ * The object end of a session's runner link (protocol: src/shared/runner-protocol.ts).
+ *
+ * Object → runner messages are numbered and kept in `link_out` until the runner-host acknowledges
+ * them, so a reconnect after a dropped socket resends exactly what it missed. The runner socket is
+ * a hibernatable WebSocket tagged `runner` carrying its lease in the attachment; only the current
+ * lease's socket is used.
+ */
+import type { LinkDown } from "../shared/runner-protocol.ts";
+import type { SessionState } from "./session-state.ts";
+
+const TAG = "runner";
+/** Close code telling a runner-host its lease is gone (it stops reconnecting). */
+export const LEASE_GONE = 4409;
+
+type Unnumbered = LinkDown extends infer T ? (T extends { seq: number } ? Omit<T, "seq"> : never) : never;
+
+export class RunnerLink {
+  readonly #ctx: DurableObjectState;
+  readonly #s: SessionState;
+
+  constructor(ctx: DurableObjectState, state: SessionState) {
+    this.#ctx = ctx;
+    this.#s = state;
+  }
+
+  isRunnerSocket(ws: WebSocket): boolean {
+    return this.#ctx.getTags(ws).includes(TAG);
+  }
+
+  leaseOf(ws: WebSocket): number {
+    return (ws.deserializeAttachment() as { lease: number }).lease;
+  }
+
+  socket(): WebSocket | undefined {
+    const lease = this.#s.row()?.lease;
+    return this.#ctx
+      .getWebSockets(TAG)
+      .find((ws) => ws.readyState === WebSocket.OPEN && this.leaseOf(ws) === lease);
+  }
+
+  /** Accepts a runner socket; one with a stale lease is accepted and closed at once, with a code. */
+  accept(lease: number): Response {
+    const pair = new WebSocketPair();
+    const server = pair[1];
+    this.#ctx.acceptWebSocket(server, [TAG]);
+    server.serializeAttachment({ lease });
+    const row = this.#s.row();
+    if (!row || row.lease !== lease || row.link_state === "none") {
+      server.close(LEASE_GONE, "lease is not current");
+    } else {
+      for (const old of this.#ctx.getWebSockets(TAG)) if (old !== server) old.close(1000, "replaced");
+      server.send(JSON.stringify({ t: "ack", up: row.up_seq } satisfies LinkDown));
+    }
+    return new Response(null, { status: 101, webSocket: pair[0] });
+  }
+
+  /** Numbers and stores a message, and sends it if the runner is connected. In a transaction. */
+  push(m: Unnumbered): void {
+    const sql = this.#s.storage.sql;
+    const seq = sql.exec<{ s: number }>("UPDATE session SET down_seq = down_seq + 1 RETURNING down_seq AS s").one().s;
+    const body = JSON.stringify({ ...m, seq });
+    sql.exec("INSERT INTO link_out (seq, body) VALUES (?, ?)", seq, body);
+    this.socket()?.send(body);
+  }
+
+  /** The runner applied everything up to `down`: drop it; after a hello, resend the rest. */
+  acked(down: number, resend: boolean): void {
+    const sql = this.#s.storage.sql;
+    sql.exec("DELETE FROM link_out WHERE seq <= ?", down);
+    if (!resend) return;
+    const ws = this.socket();
+    if (!ws) return;
+    for (const r of sql.exec<{ body: string }>("SELECT body FROM link_out ORDER BY seq").toArray()) ws.send(r.body);
+  }
+
+  ackUp(ws: WebSocket, up: number): void {
+    ws.send(JSON.stringify({ t: "ack", up } satisfies LinkDown));
+  }
+
+  /** Starts a new lease: numbering restarts, the old lease's socket is closed. In a transaction. */
+  newLease(): number {
+    const sql = this.#s.storage.sql;
+    sql.exec("DELETE FROM link_out");
+    const lease = sql
+      .exec<{ l: number }>("UPDATE session SET lease = lease + 1, up_seq = 0, down_seq = 0, link_state = 'requested', link_lost_at = NULL RETURNING lease AS l")
+      .one().l;
+    for (const ws of this.#ctx.getWebSockets(TAG)) ws.close(LEASE_GONE, "lease replaced");
+    return lease;
+  }
+
+  /** Gives up the current lease (detach): its socket is told and closed. In a transaction. */
+  release(reason: string): void {
+    const ws = this.socket();
+    if (ws) {
+      this.push({ t: "detach", reason });
+      ws.close(LEASE_GONE, "detached");
+    }
+    this.#s.storage.sql.exec("UPDATE session SET link_state = 'none', link_lost_at = NULL");
+    this.#s.storage.sql.exec("DELETE FROM link_out");
+  }
+}

@@ -1,0 +1,178 @@
+/**
+ * Turn execution on the object side: which input runs, what a runner-host's messages do to the
+ * log, and how a turn ends (spec "States and transitions", DECISIONS.md "Events").
+ *
+ * Storage: `inputs.state` is `queued` or `running` (at most one running); `open_calls` holds tool
+ * calls without a result; `native` the harness state; `checkpoints` one row per completed turn.
+ * Every runner message is applied in one transaction together with `session.up_seq`, so a message
+ * resent after a reconnect is recognised and applied once.
+ */
+import type { Event } from "../shared/api-schema.ts";
+import { newId } from "../shared/ids.ts";
+import type { LinkUp } from "../shared/runner-protocol.ts";
+import type { LoggedEvent } from "./event-log.ts";
+import type { ErrorData, SessionState } from "./session-state.ts";
+
+export type RunningInput = { event_id: string; text: string; traceparent: string | null; accepted_at: string };
+
+type Numbered = Extract<LinkUp, { seq: number }>;
+
+/** What applying a runner message asks the object to do next. */
+export type Applied = {
+  events: LoggedEvent[];
+  /** The turn ended (any way): look for the next queued input. */
+  next?: boolean;
+  /** The runner-host no longer holds the session. */
+  detached?: boolean;
+  /** The harness opened the session: runs may start. */
+  opened?: boolean;
+};
+
+export class Turns {
+  readonly #s: SessionState;
+
+  constructor(state: SessionState) {
+    this.#s = state;
+  }
+
+  get #sql() {
+    return this.#s.storage.sql;
+  }
+
+  running(): RunningInput | undefined {
+    return this.#sql
+      .exec<RunningInput>("SELECT event_id, text, traceparent, accepted_at FROM inputs WHERE state = 'running'")
+      .toArray()[0];
+  }
+
+  hasQueued(): boolean {
+    return this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs WHERE state = 'queued'").one().n > 0;
+  }
+
+  /** Starts the oldest queued input: `running` (with its event) unless already running. */
+  start(now: string): { input: RunningInput; events: LoggedEvent[] } | undefined {
+    if (this.running()) return undefined;
+    return this.#s.storage.transactionSync(() => {
+      const next = this.#sql.exec<{ seq: number }>("SELECT seq FROM inputs WHERE state = 'queued' ORDER BY seq LIMIT 1").toArray()[0];
+      if (!next) return undefined;
+      this.#sql.exec("UPDATE inputs SET state = 'running' WHERE seq = ?", next.seq);
+      const input = this.running()!;
+      return { input, events: this.#s.setStatus(now, "running", input.event_id) };
+    });
+  }
+
+  /** Live-only events: published, never stored. */
+  live(m: Extract<LinkUp, { t: "delta" } | { t: "progress" }>, now: string): Event | undefined {
+    if (this.running()?.event_id !== m.turn) return undefined;
+    const data = m.t === "delta" ? { text: m.text } : { call_id: m.call_id, data: m.data };
+    return { id: newId(), type: m.t === "delta" ? "assistant.delta" : "tool.progress", time: now, data, input_id: m.turn };
+  }
+
+  /** Applies one numbered runner message exactly once (resends at or below `up_seq` are skipped). */
+  apply(m: Numbered, now: string): Applied | "duplicate" | "gap" {
+    return this.#s.storage.transactionSync(() => {
+      const row = this.#s.require();
+      if (m.seq <= row.up_seq) return "duplicate";
+      if (m.seq !== row.up_seq + 1) return "gap";
+      this.#sql.exec("UPDATE session SET up_seq = ?", m.seq);
+      return this.#applyOne(m, now);
+    });
+  }
+
+  #applyOne(m: Numbered, now: string): Applied {
+    const turn = this.running()?.event_id;
+    switch (m.t) {
+      case "opened":
+        this.#sql.exec("UPDATE session SET link_state = 'open'");
+        return { events: [], opened: true };
+      case "open_failed": {
+        this.#sql.exec("UPDATE session SET link_state = 'none'");
+        // The turn that needed the harness cannot run: it fails, later inputs are cancelled.
+        const first = this.#sql.exec<{ seq: number }>("SELECT seq FROM inputs ORDER BY seq LIMIT 1").toArray()[0];
+        if (first) this.#sql.exec("UPDATE inputs SET state = 'running' WHERE seq = ?", first.seq);
+        const events = first
+          ? this.#s.endWork(now, "failed", { running: { code: "service_error", message: m.message }, queued: "the session failed" })
+          : [];
+        return { events, detached: true };
+      }
+      case "native":
+        for (const r of m.records) {
+          const text = JSON.stringify(r);
+          this.#sql.exec("INSERT INTO native (record, bytes) VALUES (?, ?)", text, new TextEncoder().encode(text).length);
+        }
+        return { events: [] };
+      case "assistant":
+        if (m.turn !== turn) return { events: [] };
+        return {
+          events: [this.#s.append({ type: "assistant.message", data: { text: m.text, usage: m.usage, stop_reason: m.stop_reason }, input_id: turn }, now)],
+        };
+      case "tool_call": {
+        if (m.turn !== turn) return { events: [] };
+        this.#sql.exec("INSERT OR IGNORE INTO open_calls (call_id, input_id, dispatched) VALUES (?, ?, ?)", m.call.id, turn, m.dispatched ? 1 : 0);
+        // The call id is also the event id: DECISIONS.md "The host tool call's call_id is the
+        // tool.call event's id".
+        const data = { id: m.call.id, name: m.call.name, arguments: m.call.arguments };
+        return { events: [this.#s.append({ type: "tool.call", data, input_id: turn }, now, m.call.id)] };
+      }
+      case "tool_result": {
+        const open = this.#sql.exec("SELECT 1 FROM open_calls WHERE call_id = ?", m.call_id).toArray().length > 0;
+        if (!open || m.turn !== turn) return { events: [] };
+        this.#sql.exec("DELETE FROM open_calls WHERE call_id = ?", m.call_id);
+        return { events: [this.#s.append({ type: "tool.result", data: { call_id: m.call_id, result: m.result }, input_id: turn }, now)] };
+      }
+      case "turn_end":
+        if (m.turn !== turn) return { events: [] };
+        return { events: this.#end(m, now), next: true };
+      case "detached": {
+        this.#sql.exec("UPDATE session SET link_state = 'none'");
+        const events = turn
+          ? this.#s.endWork(now, "failed", {
+              running: { code: "service_error", message: `the harness let go of the session mid-turn: ${m.reason}` },
+              queued: "the session failed",
+            })
+          : [];
+        return { events, detached: true, next: true };
+      }
+    }
+  }
+
+  #end(m: Extract<LinkUp, { t: "turn_end" }>, now: string): LoggedEvent[] {
+    if (m.status === "completed") {
+      this.#sql.exec("DELETE FROM inputs WHERE state = 'running'");
+      this.#checkpoint(now);
+      return this.hasQueued() ? [] : this.#s.setStatus(now, "idle", m.turn);
+    }
+    const error: ErrorData = m.error ?? { code: "service_error", message: "the turn failed" };
+    // provider_error and conflict (interrupt, shutdown) → interrupted; anything else → failed.
+    const to = error.code === "service_error" ? "failed" : "interrupted";
+    return this.#s.endWork(now, to, { running: error, queued: `the turn before it ended with ${error.code}` });
+  }
+
+  /** A checkpoint at a completed turn: the history offset and the native state up to now. */
+  #checkpoint(now: string): void {
+    const id = newId();
+    const row = this.#s.require();
+    const nativeSeq = this.#sql.exec<{ s: number | null }>("SELECT MAX(seq) AS s FROM native").one().s ?? 0;
+    this.#sql.exec(
+      "INSERT INTO checkpoints (id, event_offset, native_seq, time) VALUES (?, ?, ?, ?)",
+      id,
+      row.log_bytes,
+      nativeSeq,
+      now,
+    );
+    this.#sql.exec("UPDATE session SET checkpoint = ?", JSON.stringify({ id, offset: row.log_bytes, time: now }));
+  }
+
+  /** Resume: native state back to the last completed checkpoint (the event log keeps all). */
+  revertNative(): void {
+    const cp = this.#sql.exec<{ native_seq: number }>("SELECT native_seq FROM checkpoints ORDER BY event_offset DESC LIMIT 1").toArray()[0];
+    this.#sql.exec("DELETE FROM native WHERE seq > ?", cp?.native_seq ?? 0);
+  }
+
+  nativeRecords(after: number, limit: number): { seq: number; record: unknown }[] {
+    return this.#sql
+      .exec<{ seq: number; record: string }>("SELECT seq, record FROM native WHERE seq > ? ORDER BY seq LIMIT ?", after, limit)
+      .toArray()
+      .map((r) => ({ seq: r.seq, record: JSON.parse(r.record) }));
+  }
+}
