@@ -52,7 +52,16 @@ describe("svc -check validates the file and all referenced environment variables
   });
   it("resolves a relative -config path from the working directory", async () => {
     const r = await svc(["-config", "examples/local.json", "-check"], envFile(join(root, "examples/local.env")));
-    expect(r).toEqual({ code: 0, stdout: `config ok: ${join(root, "examples/local.json")}\n`, stderr: "" });
+    expect({ code: r.code, stdout: r.stdout }).toEqual({ code: 0, stdout: `config ok: ${join(root, "examples/local.json")}\n` });
+  });
+  it("loads the demo environment file beside the config, without overriding set variables", async () => {
+    const r = await svc(["-config", "examples/local.json", "-check"], {});
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stderr.trim())).toMatchObject({ msg: "environment file loaded", path: join(root, "examples/local.env") });
+    const bad = await svc(["-config", "examples/local.json", "-check"], { SVC_DEMO_TOKEN: "short" });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("SVC_DEMO_TOKEN");
+    expect(bad.stderr).not.toContain("short");
   });
   it("exits 1 and names the field for an invalid field", async () => {
     const path = writeConfig("bad-field.json", { limits: { queue: 0 }, extra: true });
