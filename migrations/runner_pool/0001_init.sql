@@ -5,7 +5,8 @@ CREATE TABLE assignments (
   session TEXT PRIMARY KEY,
   runner_id TEXT NOT NULL,
   boot TEXT NOT NULL,
-  lease INTEGER NOT NULL
+  lease INTEGER NOT NULL,
+  harness TEXT NOT NULL
 ) WITHOUT ROWID;
 
 -- waiting: sessions with work and no runner-host able to take them yet, oldest first.

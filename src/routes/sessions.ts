@@ -7,6 +7,7 @@ import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
 import { pageLimit, pathId } from "../http/params.ts";
 import { openSessionStream } from "../http/sse-relay.ts";
+import { refuseWhenDraining } from "../http/draining.ts";
 import { prepareSession } from "../session/create.ts";
 import { sessionObjectName } from "../session/session-object.ts";
 
@@ -33,6 +34,7 @@ sessions.post("/", async (c) => {
   const p = c.get("principal");
   requireManage(p);
   if (p.session !== undefined) throw forbidden("a session-scoped token cannot create sessions");
+  await refuseWhenDraining(c);
   const body = parseBody(await readBody(c.req.raw, bodyCap(c)), CreateSessionSchema);
   const prepared = await prepareSession(c.get("runtime"), p.tenant, body);
   const session = unwrap(await sessionStub(c, prepared.id).create(prepared));
@@ -78,6 +80,7 @@ sessions.post("/:id/events", async (c) => {
   const id = target(c);
   requireWrite(c.get("principal"));
   const input = parseBody(await readBody(c.req.raw, bodyCap(c)), InputSchema);
+  if (input.type === "user.message") await refuseWhenDraining(c);
   const traceparent = c.req.header("traceparent");
   return c.json(unwrap(await sessionStub(c, id).send(input, traceparent)), 202);
 });

@@ -48,10 +48,27 @@ export class RunnerPool extends DurableObject<Env> {
       send(ws, { type: "welcome", pool: "default" });
       log("info", "runner-host registered", { runner_id: m.runner_id });
       await this.#forgetOldBoot(m.runner_id, m.boot);
-    } else {
+    } else if (m.type === "status") {
       const h = ws.deserializeAttachment() as Host | null;
       if (!h) return ws.close(1008, "status before hello");
       ws.serializeAttachment({ ...h, draining: m.draining, capacity: m.capacity } satisfies Host);
+    } else {
+      // The runner-host could not take it after all: the session waits for the next chance.
+      const sql = this.ctx.storage.sql;
+      const a = sql.exec<{ lease: number; harness: string }>("SELECT lease, harness FROM assignments WHERE session = ?", m.session).toArray()[0];
+      if (a?.lease === m.lease) {
+        sql.exec("DELETE FROM assignments WHERE session = ?", m.session);
+        const harness = a.harness;
+        sql.exec(
+          "INSERT INTO waiting (session, lease, harness, since) VALUES (?, ?, ?, ?) ON CONFLICT (session) DO UPDATE SET lease = excluded.lease",
+          m.session,
+          m.lease,
+          harness,
+          Date.now(),
+        );
+      }
+      log("info", "attach refused", { reason: m.reason });
+      return;
     }
     this.#placeWaiting();
   }
@@ -104,11 +121,12 @@ export class RunnerPool extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     sql.exec("DELETE FROM waiting WHERE session = ?", session);
     sql.exec(
-      "INSERT INTO assignments (session, runner_id, boot, lease) VALUES (?, ?, ?, ?) ON CONFLICT (session) DO UPDATE SET runner_id = excluded.runner_id, boot = excluded.boot, lease = excluded.lease",
+      "INSERT INTO assignments (session, runner_id, boot, lease, harness) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session) DO UPDATE SET runner_id = excluded.runner_id, boot = excluded.boot, lease = excluded.lease",
       session,
       best.host.runnerId,
       best.host.boot,
       lease,
+      harness,
     );
     return true;
   }

@@ -1,0 +1,16 @@
+/**
+ * `npm start`: the local stack with examples/local.json, plus the scripted OpenAI-compatible model
+ * server that config points its `openai` provider at, so a fresh machine can run real turns with
+ * no network and no keys.
+ */
+import { main } from "../runner-host/cli.ts";
+import { startScriptedProvider } from "./scripted-provider.ts";
+
+/** Port of `providers.openai.base_url` in examples/local.json. */
+const PROVIDER_PORT = 8791;
+
+const provider = await startScriptedProvider({ port: PROVIDER_PORT });
+process.stdout.write(`scripted model server on ${provider.url} (directives: see examples/scripted-provider.ts)\n`);
+const code = await main(["-config", "examples/local.json", ...process.argv.slice(2)]);
+await provider.close();
+process.exitCode = code;
