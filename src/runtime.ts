@@ -14,6 +14,8 @@ export type Grant = {
   tenant: string;
   /** Set for session-scoped tokens: the only session the token reaches (lowercase hex). */
   session?: string;
+  /** Set for inspection tokens: the tool call whose duration bounds the token. */
+  inspectCall?: string;
   manage: boolean;
   readOnly: boolean;
 };
@@ -23,6 +25,8 @@ export type Runtime = {
   grants: Map<string, Grant>;
   /** Digest of the runner-host secret; runner sockets authenticate against it. */
   runnerDigest: string | undefined;
+  /** The runner-host secret itself: inspection tokens are signed with a key derived from it. */
+  runnerSecret: string | undefined;
   toolsByName: Map<string, ToolBinding>;
   vars: Record<string, string | undefined>;
 };
@@ -63,6 +67,7 @@ async function build(env: Env): Promise<Runtime> {
     config,
     grants,
     runnerDigest: runnerSecret ? await sha256Hex(runnerSecret) : undefined,
+    runnerSecret,
     toolsByName: new Map(config.tools.map((t) => [t.name, t])),
     vars,
   };

@@ -2,6 +2,7 @@
 import type { MiddlewareHandler } from "hono";
 import { forbidden, unauthorized } from "../shared/errors.ts";
 import { sha256Hex } from "../shared/ids.ts";
+import { INSPECTION_PREFIX, verifyInspectionToken } from "../shared/inspection-token.ts";
 import type { Grant } from "../runtime.ts";
 import type { AppEnv } from "./context.ts";
 
@@ -9,7 +10,14 @@ const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 export const requireToken: MiddlewareHandler<AppEnv> = async (c, next) => {
   const m = BEARER.exec(c.req.header("Authorization") ?? "");
-  const grant = m ? c.get("runtime").grants.get(await sha256Hex(m[1]!)) : undefined;
+  const rt = c.get("runtime");
+  let grant: Grant | undefined;
+  if (m && m[1]!.startsWith(INSPECTION_PREFIX)) {
+    const claims = rt.runnerSecret ? await verifyInspectionToken(rt.runnerSecret, m[1]!) : undefined;
+    if (claims) grant = { tenant: claims.t, session: claims.s, manage: false, readOnly: true, inspectCall: claims.c };
+  } else if (m) {
+    grant = rt.grants.get(await sha256Hex(m[1]!));
+  }
   if (!grant) throw unauthorized();
   c.set("principal", grant);
   await next();
@@ -23,6 +31,11 @@ export function requireWrite(p: Grant): void {
 export function requireManage(p: Grant): void {
   requireWrite(p);
   if (!p.manage) throw forbidden("this operation needs a token with manage");
+}
+
+/** An inspection token reads its session's events and nothing else. */
+export function refuseInspection(p: Grant): void {
+  if (p.inspectCall !== undefined) throw forbidden("an inspection token may only read its session's events");
 }
 
 /** A session-scoped token reaches only its own session. */

@@ -26,8 +26,10 @@ export async function openSessionStream(
   cursor: string,
   budget: Budget,
   signal: AbortSignal,
+  inspectCall?: string,
 ): Promise<Response> {
-  const res = await stub.fetch(`https://session/subscribe?after=${encodeURIComponent(cursor)}`, {
+  const call = inspectCall ? `&call=${inspectCall}` : "";
+  const res = await stub.fetch(`https://session/subscribe?after=${encodeURIComponent(cursor)}${call}`, {
     headers: { Upgrade: "websocket" },
   });
   if (res.status !== 101 || !res.webSocket) throw ServiceError.from((await res.json()) as ErrorBody);

@@ -2,7 +2,7 @@
 import { Hono } from "hono";
 import { CreateSessionSchema, EmptySchema, InputSchema } from "../shared/api-schema.ts";
 import { forbidden, unwrap } from "../shared/errors.ts";
-import { requireManage, requireSessionAccess, requireToken, requireWrite } from "../http/auth.ts";
+import { refuseInspection, requireManage, requireSessionAccess, requireToken, requireWrite } from "../http/auth.ts";
 import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
 import { pageLimit, pathId } from "../http/params.ts";
@@ -23,10 +23,11 @@ function sessionStub(c: AppContext, id: string) {
   return c.env.SESSIONS.getByName(sessionObjectName(c.get("principal").tenant, id));
 }
 
-/** Resolves `{id}` and checks the token may reach it. */
-function target(c: AppContext): string {
+/** Resolves `{id}` and checks the token may reach it (inspection tokens only where allowed). */
+function target(c: AppContext, inspection = false): string {
   const id = pathId(c.req.param("id") ?? "");
   requireSessionAccess(c.get("principal"), id);
+  if (!inspection) refuseInspection(c.get("principal"));
   return id;
 }
 
@@ -43,6 +44,7 @@ sessions.post("/", async (c) => {
 
 sessions.get("/", async (c) => {
   const p = c.get("principal");
+  refuseInspection(p);
   const limit = pageLimit(c.req.query("limit"));
   const after = c.req.query("after") ?? "";
   const list = await c.env.TENANTS.getByName(p.tenant).list(after, limit, p.session);
@@ -62,18 +64,19 @@ sessions.post("/:id/close", async (c) => {
 });
 
 sessions.get("/:id/events", async (c) => {
-  const id = target(c);
+  const id = target(c, true);
   const stub = sessionStub(c, id);
+  const call = c.get("principal").inspectCall;
   if (wantsEventStream(c.req.header("Accept"))) {
     // A present `after` wins over Last-Event-ID, also when empty (DECISIONS.md).
     const after = c.req.query("after");
     const cursor = after ?? c.req.header("Last-Event-ID") ?? "";
     const { limits } = c.get("runtime").config;
     const budget = { events: limits.subscriber_events, bytes: limits.subscriber_bytes };
-    return openSessionStream(stub, cursor, budget, c.req.raw.signal);
+    return openSessionStream(stub, cursor, budget, c.req.raw.signal, call);
   }
   const limit = pageLimit(c.req.query("limit"));
-  return c.json(unwrap(await stub.readEvents(c.req.query("after") ?? "", limit)));
+  return c.json(unwrap(await stub.readEvents(c.req.query("after") ?? "", limit, call)));
 });
 
 sessions.post("/:id/events", async (c) => {

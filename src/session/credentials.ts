@@ -7,6 +7,7 @@
 import type { HostConfig } from "../shared/config-schema.ts";
 import { invalid, unsupported } from "../shared/errors.ts";
 import type { EncryptedCredential } from "./record.ts";
+import { fromBase64, toBase64 } from "../shared/base64.ts";
 
 /** DECISIONS.md: a string is a bearer token; `{"headers": {...}}` supplies request headers. */
 export function checkCredentialValue(alias: string, value: unknown): void {
@@ -48,7 +49,7 @@ export async function encryptCredential(
     key,
     new TextEncoder().encode(JSON.stringify(value)),
   );
-  return { alias: binding.alias, key_id: keys.active, iv: b64(iv), ciphertext: b64(new Uint8Array(ct)) };
+  return { alias: binding.alias, key_id: keys.active, iv: toBase64(iv), ciphertext: toBase64(new Uint8Array(ct)) };
 }
 
 export async function decryptCredential(
@@ -61,23 +62,13 @@ export async function decryptCredential(
   if (!varName) throw new Error(`credential key "${c.key_id}" is not configured`);
   const key = await importKey(vars[varName] ?? "");
   const pt = await crypto.subtle.decrypt(
-    { name: "AES-GCM", iv: unb64(c.iv), additionalData: credentialAad(binding.tenant, binding.sessionId, c.alias) },
+    { name: "AES-GCM", iv: fromBase64(c.iv), additionalData: credentialAad(binding.tenant, binding.sessionId, c.alias) },
     key,
-    unb64(c.ciphertext),
+    fromBase64(c.ciphertext),
   );
   return JSON.parse(new TextDecoder().decode(pt));
 }
 
 function importKey(base64: string): Promise<CryptoKey> {
-  return crypto.subtle.importKey("raw", unb64(base64), "AES-GCM", false, ["encrypt", "decrypt"]);
-}
-
-function b64(bytes: Uint8Array): string {
-  let s = "";
-  for (const b of bytes) s += String.fromCharCode(b);
-  return btoa(s);
-}
-
-function unb64(s: string): Uint8Array {
-  return Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
+  return crypto.subtle.importKey("raw", fromBase64(base64), "AES-GCM", false, ["encrypt", "decrypt"]);
 }

@@ -7,6 +7,7 @@
  * Layout (base64url, no padding): version(1) | epoch(u32 BE) | seq(u48 BE) | HMAC-SHA256[0..16).
  */
 import { createHmac } from "node:crypto";
+import { fromBase64Url, toBase64Url } from "../shared/base64.ts";
 
 const VERSION = 1;
 const PAYLOAD_BYTES = 1 + 4 + 6;
@@ -44,19 +45,4 @@ export function decodeCursor(key: string, cursor: string): Position | undefined 
   const view = new DataView(payload.buffer, payload.byteOffset, PAYLOAD_BYTES);
   if (view.getUint8(0) !== VERSION) return undefined;
   return { epoch: view.getUint32(1), seq: view.getUint16(5) * 2 ** 32 + view.getUint32(7) };
-}
-
-function toBase64Url(bytes: Uint8Array): string {
-  let s = "";
-  for (const b of bytes) s += String.fromCharCode(b);
-  return btoa(s).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
-
-function fromBase64Url(s: string): Uint8Array | undefined {
-  try {
-    const bin = atob(s.replace(/-/g, "+").replace(/_/g, "/"));
-    return Uint8Array.from(bin, (c) => c.charCodeAt(0));
-  } catch {
-    return undefined;
-  }
 }

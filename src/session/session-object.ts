@@ -11,7 +11,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
 import type { Event, EventList, Input, Session, Status } from "../shared/api-schema.ts";
-import { asResult, asResultAsync, ERROR_STATUS, overloaded, type Result } from "../shared/errors.ts";
+import { asResult, asResultAsync, ERROR_STATUS, overloaded, unauthorized, type Result } from "../shared/errors.ts";
 import { LinkUpSchema, PING, PONG } from "../shared/runner-protocol.ts";
 import { log } from "../log.ts";
 import { getRuntime } from "../runtime.ts";
@@ -68,8 +68,12 @@ export class SessionObject extends DurableObject<Env> {
     return asResult(() => toSession(this.#state.require()));
   }
 
-  readEvents(after: string, limit: number): Result<EventList> {
-    return asResult(() => this.#state.page(after, limit));
+  /** `inspectCall`: the read comes with an inspection token, valid only while that call is open. */
+  readEvents(after: string, limit: number, inspectCall?: string): Result<EventList> {
+    return asResult(() => {
+      this.#requireOpenCall(inspectCall);
+      return this.#state.page(after, limit);
+    });
   }
 
   async send(input: Input, traceparent?: string): Promise<Result<Event | Status>> {
@@ -134,16 +138,18 @@ export class SessionObject extends DurableObject<Env> {
     if (url.pathname === "/link") return this.#link.accept(Number(url.searchParams.get("lease")));
     if (url.pathname !== "/subscribe") return new Response(null, { status: 404 });
     const { limits } = (await getRuntime(this.env)).config;
+    const call = url.searchParams.get("call") ?? undefined;
     const r = asResult(() => {
       const row = this.#state.require();
+      this.#requireOpenCall(call);
       const seq = this.#state.positionOf(row, url.searchParams.get("after") ?? "");
       if (this.#subs.count() >= limits.subscribers) {
         throw overloaded(`the session has ${limits.subscribers} open event streams`);
       }
       return seq;
     });
-    if (!r.ok) return Response.json(r.error, { status: ERROR_STATUS[r.error.code] });
-    return this.#subs.accept(r.value);
+    if (!r.ok) return Response.json(r.error, { status: r.error.status ?? ERROR_STATUS[r.error.code] });
+    return this.#subs.accept(r.value, call);
   }
 
   async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
@@ -310,7 +316,15 @@ export class SessionObject extends DurableObject<Env> {
     if (events.length === 0) return;
     const row = this.#state.require();
     this.#subs.publish(events.map((l) => this.#state.withCursor(row, l.seq, l.event)));
+    // Streams opened with an inspection token end with their tool call.
+    for (const l of events) if (l.event.type === "tool.result") this.#subs.endCall(String(l.event.data.call_id));
     if (row.status === "closed") this.#subs.endLive();
+  }
+
+  #requireOpenCall(call: string | undefined): void {
+    if (call === undefined) return;
+    const open = this.ctx.storage.sql.exec("SELECT 1 FROM open_calls WHERE call_id = ?", call).toArray().length > 0;
+    if (!open) throw unauthorized("the inspection token's tool call has ended");
   }
 
   async #armAlarm(at: number): Promise<void> {

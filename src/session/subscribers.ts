@@ -12,7 +12,8 @@ import { MORE, REPLAY_BATCH, type SubscribeDown } from "../shared/subscribe-prot
 
 const TAG = "sse";
 
-type Attachment = { mode: "replay" | "live"; seq: number };
+/** `call`: the stream was opened with an inspection token for this tool call. */
+type Attachment = { mode: "replay" | "live"; seq: number; call?: string };
 
 export type ReplaySource = {
   /** Retained events after `seq` (with cursors), at most `limit`, and the log's last seq. */
@@ -33,11 +34,11 @@ export class Subscribers {
     return this.#ctx.getWebSockets(TAG).filter((ws) => ws.readyState === WebSocket.OPEN).length;
   }
 
-  accept(seq: number): Response {
+  accept(seq: number, call?: string): Response {
     const pair = new WebSocketPair();
     const server = pair[1];
     this.#ctx.acceptWebSocket(server, [TAG]);
-    this.#set(server, { mode: "replay", seq });
+    this.#set(server, call ? { mode: "replay", seq, call } : { mode: "replay", seq });
     return new Response(null, { status: 101, webSocket: pair[0] });
   }
 
@@ -62,7 +63,7 @@ export class Subscribers {
       ws.close(1000, "session closed");
       return;
     }
-    this.#set(ws, { mode: caughtUp ? "live" : "replay", seq });
+    this.#set(ws, { ...a, mode: caughtUp ? "live" : "replay", seq });
     send(ws, { t: "replay", events: events.map((e) => e.event), live: caughtUp });
   }
 
@@ -81,6 +82,15 @@ export class Subscribers {
       if (ws.readyState !== WebSocket.OPEN || this.#get(ws).mode !== "live") continue;
       send(ws, { t: "end" });
       ws.close(1000, "session closed");
+    }
+  }
+
+  /** The tool call an inspection stream belongs to has ended: so does the stream. */
+  endCall(call: string): void {
+    for (const ws of this.#ctx.getWebSockets(TAG)) {
+      if (ws.readyState !== WebSocket.OPEN || this.#get(ws).call !== call) continue;
+      send(ws, { t: "end" });
+      ws.close(1000, "inspection ended");
     }
   }
 

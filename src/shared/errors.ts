@@ -16,7 +16,7 @@ export const ERROR_STATUS = {
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
 
-export type ErrorBody = { code: ErrorCode; message: string };
+export type ErrorBody = { code: ErrorCode; message: string; /** Only where it differs from the code's usual one (401, 413). */ status?: number };
 
 /**
  * Object RPC methods return this instead of throwing: Workers RPC keeps an error's message but
@@ -42,11 +42,15 @@ export class ServiceError extends Error {
   }
 
   static from(body: ErrorBody): ServiceError {
-    return body.code === "overloaded" ? overloaded(body.message) : new ServiceError(body.code, body.message);
+    if (body.code === "overloaded") return overloaded(body.message);
+    if (body.status === 401) return unauthorized(body.message);
+    return new ServiceError(body.code, body.message, body.status);
   }
 
   toBody(): ErrorBody {
-    return { code: this.code, message: this.message };
+    const b: ErrorBody = { code: this.code, message: this.message };
+    if (this.status !== ERROR_STATUS[this.code]) b.status = this.status;
+    return b;
   }
 }
 

@@ -295,6 +295,9 @@ describe("SSE mode", () => {
     open[0]!.close();
     await open[0]!.ended;
     await stack.waitForLog(new RegExp(`"msg":"event stream closed","session_id":"${id}"`), 20_000);
+    // Meanwhile the idle streams got their keepalive comment (every 15 s while idle).
+    expect(open[1]!.comments.map((c) => c.trim())).toContain("keepalive");
+    expect(open[1]!.frames).toHaveLength(0);
     const again = await openSse(sseUrl(id), { token: env.READ });
     expect(again.status).toBe(200);
     for (const s of [...open, again]) s.close();
@@ -351,5 +354,38 @@ describe("SSE mode", () => {
     // The session is unaffected.
     expect((await send(id, { type: "user.interrupt" })).status).toBe(202);
     for (const s of [fast, resumed]) s.close();
+  });
+});
+
+describe("session log size", () => {
+  it("a send that would bring the log near limits.session_bytes gives 429 overloaded", { timeout: 60_000 }, async () => {
+    const small = await startStack({ config: config({ input_bytes: MiB, queue: 3, session_bytes: 16 * MiB }), env });
+    try {
+      const id = await newSession(small);
+      const text = "z".repeat(MiB - 200);
+      let accepted = 0;
+      for (;;) {
+        const r = await send(id, { type: "user.message", text }, small);
+        if (r.status === 429) {
+          expectApiError(r, 429, "overloaded");
+          expect(r.body.error.message).toMatch(/log/);
+          break;
+        }
+        expect(r.status).toBe(202);
+        accepted += 1;
+        if (accepted % 3 === 0) {
+          await send(id, { type: "user.interrupt" }, small);
+          await call(small.url, "POST", `/sessions/${id}/resume`, { token: env.MANAGE });
+        }
+      }
+      // 16 MiB minus the 4 MiB kept for one maximal record: about 11 one-MiB messages fit.
+      expect(accepted).toBeGreaterThanOrEqual(10);
+      expect(accepted).toBeLessThanOrEqual(12);
+      // What was accepted is intact and still readable; a small message still fits.
+      expect((await allEvents(id, small)).filter((e) => e.type === "user.message")).toHaveLength(accepted);
+      expect((await send(id, { type: "user.message", text: "small" }, small)).status).toBe(202);
+    } finally {
+      await small.stop();
+    }
   });
 });

@@ -1,0 +1,88 @@
+/**
+ * Replay rate of a long log: retained events/s delivered to a fresh SSE client, beside the same
+ * log read as JSON pages, on the real local stack, in one run.
+ *
+ *   node bench/replay.ts [--events 10000] [--text 200]
+ */
+import { parseArgs } from "node:util";
+import { EventSourceParserStream } from "eventsource-parser/stream";
+import { secret, startStack } from "../test/helpers/stack.ts";
+
+const { values } = parseArgs({ options: { events: { type: "string", default: "10000" }, text: { type: "string", default: "200" } } });
+const N = Number(values.events);
+const TEXT = "x".repeat(Number(values.text));
+
+const env = { TOKEN: secret("bench"), KEY: "sk-bench" };
+const stack = await startStack({
+  config: {
+    tokens: [{ token_env: "TOKEN", tenant: "bench", manage: true }],
+    harnesses: { pi: { command: ["node", "runner-host/reference-harness/main.ts"] } },
+    providers: { openai: { api_key_env: "KEY" } },
+    limits: { queue: 1024 },
+  },
+  env,
+});
+const auth = { Authorization: `Bearer ${env.TOKEN}`, "Content-Type": "application/json" };
+const post = (path: string, body: unknown) => fetch(`${stack.url}${path}`, { method: "POST", headers: auth, body: JSON.stringify(body) }).then((r) => r.json());
+
+try {
+  const id = (await post("/sessions", { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } })).id;
+  // Seed: bursts of 1000 queued messages, cancelled by an interrupt (+1001 events) and resumed.
+  const t0 = performance.now();
+  let seeded = 0;
+  while (seeded < N) {
+    const burst = Math.min(1000, N - seeded);
+    for (let i = 0; i < burst; i += 8) {
+      await Promise.all(Array.from({ length: Math.min(8, burst - i) }, () => post(`/sessions/${id}/events`, { type: "user.message", text: TEXT })));
+    }
+    await post(`/sessions/${id}/events`, { type: "user.interrupt" });
+    await post(`/sessions/${id}/resume`, {});
+    seeded += burst * 2 + 2;
+  }
+  let total = 0;
+  for (let after = ""; ; ) {
+    const p = await (await fetch(`${stack.url}/sessions/${id}/events?limit=1000&after=${after}`, { headers: auth })).json();
+    if (p.events.length === 0) break;
+    total += p.events.length;
+    after = p.next_cursor;
+  }
+  console.log(`seeded ${total} retained events in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+
+  const measure = async (label: string, fn: () => Promise<number>) => {
+    const runs: number[] = [];
+    for (let r = 0; r < 3; r++) {
+      const s = performance.now();
+      const n = await fn();
+      runs.push(n / ((performance.now() - s) / 1000));
+    }
+    runs.sort((a, b) => a - b);
+    return { label, median: runs[1]! };
+  };
+
+  const sse = await measure("SSE replay to a fresh client", async () => {
+    const ctl = new AbortController();
+    const res = await fetch(`${stack.url}/sessions/${id}/events`, { headers: { ...auth, Accept: "text/event-stream" }, signal: ctl.signal });
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
+    let n = 0;
+    while (n < total) {
+      const { done } = await reader.read();
+      if (done) break;
+      n += 1;
+    }
+    ctl.abort();
+    return n;
+  });
+  const json = await measure("JSON pages (limit 1000)", async () => {
+    let n = 0;
+    for (let after = ""; ; ) {
+      const p = await (await fetch(`${stack.url}/sessions/${id}/events?limit=1000&after=${after}`, { headers: auth })).json();
+      if (p.events.length === 0) return n;
+      n += p.events.length;
+      after = p.next_cursor;
+    }
+  });
+  console.log(`\n| read path | events/s (median of 3) | ratio to JSON pages |\n| --- | --- | --- |`);
+  for (const r of [sse, json]) console.log(`| ${r.label} | ${Math.round(r.median)} | ${(r.median / json.median).toFixed(2)} |`);
+} finally {
+  await stack.stop();
+}
