@@ -23,7 +23,7 @@ const stack = await startStack({
   env,
 });
 const auth = { Authorization: `Bearer ${env.TOKEN}`, "Content-Type": "application/json" };
-const post = (path: string, body: unknown) => fetch(`${stack.url}${path}`, { method: "POST", headers: auth, body: JSON.stringify(body) }).then((r) => r.json());
+const post = (path: string, body: unknown): Promise<any> => fetch(`${stack.url}${path}`, { method: "POST", headers: auth, body: JSON.stringify(body) }).then((r) => r.json());
 
 try {
   const id = (await post("/sessions", { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } })).id;
@@ -41,7 +41,7 @@ try {
   }
   let total = 0;
   for (let after = ""; ; ) {
-    const p = await (await fetch(`${stack.url}/sessions/${id}/events?limit=1000&after=${after}`, { headers: auth })).json();
+    const p: any = await (await fetch(`${stack.url}/sessions/${id}/events?limit=1000&after=${after}`, { headers: auth })).json();
     if (p.events.length === 0) break;
     total += p.events.length;
     after = p.next_cursor;
@@ -75,7 +75,7 @@ try {
   const json = await measure("JSON pages (limit 1000)", async () => {
     let n = 0;
     for (let after = ""; ; ) {
-      const p = await (await fetch(`${stack.url}/sessions/${id}/events?limit=1000&after=${after}`, { headers: auth })).json();
+      const p: any = await (await fetch(`${stack.url}/sessions/${id}/events?limit=1000&after=${after}`, { headers: auth })).json();
       if (p.events.length === 0) return n;
       n += p.events.length;
       after = p.next_cursor;

@@ -37,7 +37,7 @@ const MIN_SECRET_BYTES = 24;
 let cache: { text: string; runtime: Promise<Runtime> } | undefined;
 
 export function getRuntime(env: Env): Promise<Runtime> {
-  if (cache?.text !== env.HOST_CONFIG) cache = { text: env.HOST_CONFIG, runtime: build(env) };
+  if (!cache || cache.text !== env.HOST_CONFIG) cache = { text: env.HOST_CONFIG, runtime: build(env) };
   return cache.runtime;
 }
 

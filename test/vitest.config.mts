@@ -22,7 +22,30 @@ export default defineConfig({
         plugins: [
           cloudflareTest({
             wrangler: { configPath: `${root}/wrangler.toml` },
-            miniflare: { bindings: { SVC_TEST: "1" } },
+            // Test bindings: a host config with small limits for edge tests, and the secrets it names.
+            miniflare: {
+              bindings: {
+                SVC_TEST: "1",
+                HOST_CONFIG: JSON.stringify({
+                  tokens: [
+                    { token_env: "TOKEN_MANAGE", tenant: "acme", manage: true },
+                    { token_env: "TOKEN_READ", tenant: "acme", read_only: true },
+                    { token_env: "TOKEN_OTHER", tenant: "other", manage: true },
+                  ],
+                  harnesses: { pi: { command: ["node", "harness.js"] } },
+                  providers: {
+                    openai: { api_key_env: "OPENAI_API_KEY" },
+                    empty: { api_key_env: "EMPTY_API_KEY" },
+                  },
+                  limits: { queue: 3, input_bytes: 1024, subscribers: 2, subscriber_events: 2, subscriber_bytes: 4096 },
+                }),
+                TOKEN_MANAGE: "manage-secret-0123456789abcdef",
+                TOKEN_READ: "read-only-secret-0123456789abcdef",
+                TOKEN_OTHER: "other-tenant-secret-0123456789abcdef",
+                OPENAI_API_KEY: "sk-test-openai",
+                EMPTY_API_KEY: "",
+              },
+            },
           }),
         ],
         test: {

@@ -19,10 +19,22 @@ export const EVENT_OVERHEAD_BYTES = 256;
 
 export type Budget = { events: number; bytes: number };
 
+/** What the relay needs of the object's socket (Workers' WebSocket fits; tests pass a fake). */
+export type SocketLike = {
+  accept(): void;
+  send(m: string): void;
+  close(code?: number, reason?: string): void;
+  addEventListener(type: "message", fn: (e: { data: string | ArrayBuffer }) => void): void;
+  addEventListener(type: "close" | "error", fn: () => void): void;
+};
+export type SubscribeStub = {
+  fetch(input: string, init?: RequestInit): Promise<{ status: number; webSocket?: SocketLike | null; json(): Promise<unknown> }>;
+};
+
 type Pending = { at: number; cost: number; live: boolean };
 
 export async function openSessionStream(
-  stub: { fetch(input: string, init?: RequestInit): Promise<Response> },
+  stub: SubscribeStub,
   cursor: string,
   budget: Budget,
   signal: AbortSignal,
@@ -60,7 +72,11 @@ export async function openSessionStream(
     pending.push(p);
     lastWrite = p.at;
     return writer.write(bytes).then(
-      () => void pending.splice(pending.indexOf(p), 1),
+      () => {
+        pending.splice(pending.indexOf(p), 1);
+        // The write deadline runs from when a frame starts being written, not from when it queued.
+        if (pending[0]) pending[0].at = Date.now();
+      },
       () => finish(false),
     );
   };
@@ -83,11 +99,12 @@ export async function openSessionStream(
     // Closing the writer flushes what is queued first, so the final events reach the client.
     if (msg.t === "end") return finish(true);
     const live = msg.t === "live";
+    // Judge what piled up before this message: a burst the client is still taking is not a backlog.
+    if (live && overBudget()) return finish(false);
     const writes = msg.events.map((e) => {
       const f = encodeEvent(e);
       return write(f.bytes, f.dataLength + EVENT_OVERHEAD_BYTES, live);
     });
-    if (live && overBudget()) return finish(false);
     if (msg.t === "replay" && !msg.live) Promise.all(writes).then(() => !done && ws.send(MORE));
   });
   // The client went away: workerd cancels the response body, which errors the writable side. (Behind
@@ -100,6 +117,7 @@ export async function openSessionStream(
   const timer = setInterval(() => {
     const now = Date.now();
     if (pending.length > 0 && now - pending[0]!.at >= WRITE_DEADLINE_MS) return finish(false);
+    if (overBudget()) return finish(false);
     if (pending.length === 0 && now - lastWrite >= KEEPALIVE_MS) void write(KEEPALIVE, 0, false);
   }, 1_000);
 

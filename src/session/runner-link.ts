@@ -25,7 +25,12 @@ export class RunnerLink {
   }
 
   isRunnerSocket(ws: WebSocket): boolean {
-    return this.#ctx.getTags(ws).includes(TAG);
+    try {
+      return this.#ctx.getTags(ws).includes(TAG);
+    } catch {
+      // A socket this object already closed has no tags any more (its close echo arrives later).
+      return false;
+    }
   }
 
   leaseOf(ws: WebSocket): number {

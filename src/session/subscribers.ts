@@ -43,7 +43,12 @@ export class Subscribers {
   }
 
   isSubscriber(ws: WebSocket): boolean {
-    return this.#ctx.getTags(ws).includes(TAG);
+    try {
+      return this.#ctx.getTags(ws).includes(TAG);
+    } catch {
+      // A socket this object already closed has no tags any more (its close echo arrives later).
+      return false;
+    }
   }
 
   /** The relay asks for the next replay batch. */

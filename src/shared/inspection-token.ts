@@ -19,7 +19,7 @@ import { fromBase64Url, toBase64Url } from "./base64.ts";
 
 const encoder = new TextEncoder();
 
-async function signingKey(runnerSecret: string): Promise<CryptoKey> {
+async function signingKey(runnerSecret: string): ReturnType<typeof crypto.subtle.importKey> {
   const base = await crypto.subtle.importKey("raw", encoder.encode(runnerSecret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
   const derived = await crypto.subtle.sign("HMAC", base, encoder.encode("svc inspection token v1"));
   return crypto.subtle.importKey("raw", derived, { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"]);

@@ -1,0 +1,373 @@
+/**
+ * The Hono app over HTTP: through the Worker's `exports.default.fetch`, and through `app.fetch`
+ * with an env override where a test needs another host configuration or a failing binding. The
+ * runtime is cached per HOST_CONFIG text, so every override config differs from the pool's text.
+ */
+import { createExecutionContext, runInDurableObject } from "cloudflare:test";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { app } from "../../src/app.ts";
+import type { Env } from "../../src/env.ts";
+import type { Event, EventList, Session } from "../../src/shared/api-schema.ts";
+import { parseHostConfigText } from "../../src/shared/config-schema.ts";
+import { newId } from "../../src/shared/ids.ts";
+import { decryptCredential } from "../../src/session/credentials.ts";
+import type { EncryptedCredential } from "../../src/session/record.ts";
+import { api, BASE, createBody, env, createSession, expectApiError, sendMessage, sessionStub, TENANT, tokens } from "./helpers.ts";
+
+const baseConfig = JSON.parse(env.HOST_CONFIG) as Record<string, unknown>;
+
+/** base64 of 32 bytes: an AES-256 key for `credential_keys`. */
+const AES_KEY = btoa(String.fromCharCode(...Array.from({ length: 32 }, (_, i) => (i * 7 + 3) & 0xff)));
+
+/** The pool's env with another host configuration (and extra variables). */
+function envWith(config: Record<string, unknown>, vars: Record<string, unknown> = {}): Env {
+  return { ...env, ...vars, HOST_CONFIG: JSON.stringify({ ...baseConfig, ...config }) } as Env;
+}
+
+const withCredentialKeys = () =>
+  envWith({ credential_keys: { active: "k1", keys: { k1: "CRED_KEY_1" } } }, { CRED_KEY_1: AES_KEY });
+
+function call(e: Env, path: string, init: RequestInit & { token?: string } = {}): Promise<Response> {
+  const { token = tokens.manage, ...rest } = init;
+  const headers = new Headers(rest.headers);
+  headers.set("Authorization", `Bearer ${token}`);
+  if (rest.body !== undefined) headers.set("Content-Type", "application/json");
+  return Promise.resolve(app.fetch(new Request(`${BASE}${path}`, { ...rest, headers }), e, createExecutionContext()));
+}
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe("every response", () => {
+  it("carries a service-generated 32-hex X-Request-ID (a client-sent one is ignored) and nosniff", async () => {
+    const res = await api("/health/live", { token: "", headers: { "X-Request-ID": "client-chosen" } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("X-Request-ID")).toMatch(/^[0-9a-f]{32}$/);
+    expect(res.headers.get("X-Content-Type-Options")).toBe("nosniff");
+  });
+
+  it("gives 404 not_found for an unknown route", async () => {
+    await expectApiError(await api("/nope"), 404, "not_found");
+  });
+
+  it("gives 401 forbidden with WWW-Authenticate: Bearer for a missing or unrecognized token", async () => {
+    const missing = await api("/sessions", { token: "" });
+    expect(missing.headers.get("WWW-Authenticate")).toBe("Bearer");
+    await expectApiError(missing, 401, "forbidden");
+    await expectApiError(await api("/sessions", { token: "x".repeat(40) }), 401, "forbidden");
+  });
+});
+
+describe("Create a session", () => {
+  it("returns 201 with the Session for a manage token", async () => {
+    const res = await api("/sessions", { method: "POST", body: JSON.stringify(createBody()) });
+    expect(res.status).toBe(201);
+    const s = (await res.json()) as Session;
+    expect(s.id).toMatch(/^[0-9a-f]{32}$/);
+    expect(s).toMatchObject({ harness: "pi", status: "idle", config: { model: "openai/gpt-test", tools: [] }, descriptors: [] });
+    expect(s.credential_bindings).toBeUndefined();
+    const got = await api(`/sessions/${s.id}`, { token: tokens.read });
+    expect(await got.json()).toEqual(s);
+  });
+
+  it("returns 400 invalid_request when the provider's key variable is empty", async () => {
+    const body = createBody({ config: { model: "empty/some-model", tools: [] } });
+    const e = await expectApiError(await api("/sessions", { method: "POST", body: JSON.stringify(body) }), 400, "invalid_request");
+    expect(e.message).toContain("empty");
+  });
+
+  it("returns 400 invalid_request when the provider's key variable is not set at all", async () => {
+    const e2 = envWith({ providers: { unset: { api_key_env: "UNSET_API_KEY" } } });
+    const body = createBody({ config: { model: "unset/m", tools: [] } });
+    await expectApiError(await call(e2, "/sessions", { method: "POST", body: JSON.stringify(body) }), 400, "invalid_request");
+  });
+
+  it("returns 400 invalid_request for an unknown provider prefix or a model without a slash", async () => {
+    for (const model of ["nobody/m", "gpt-test", "openai/"]) {
+      const body = createBody({ config: { model, tools: [] } });
+      await expectApiError(await api("/sessions", { method: "POST", body: JSON.stringify(body) }), 400, "invalid_request");
+    }
+  });
+
+  it("returns 422 unsupported when the harness is not configured", async () => {
+    const body = createBody({ harness: "nope" });
+    await expectApiError(await api("/sessions", { method: "POST", body: JSON.stringify(body) }), 422, "unsupported");
+  });
+
+  it("returns 403 forbidden for a token without manage", async () => {
+    await expectApiError(await api("/sessions", { method: "POST", token: tokens.read, body: JSON.stringify(createBody()) }), 403, "forbidden");
+  });
+
+  it("returns 400 invalid_request when instructions are longer than limits.input_bytes (UTF-8 bytes)", async () => {
+    // 1024 bytes is the limit: 512 two-byte characters fit, one more ASCII byte does not.
+    const fits = createBody({ config: { model: "openai/m", tools: [], instructions: "é".repeat(512) } });
+    expect((await api("/sessions", { method: "POST", body: JSON.stringify(fits) })).status).toBe(201);
+    const over = createBody({ config: { model: "openai/m", tools: [], instructions: `${"é".repeat(512)}x` } });
+    await expectApiError(await api("/sessions", { method: "POST", body: JSON.stringify(over) }), 400, "invalid_request");
+  });
+
+  it("returns 400 invalid_request for unknown fields and trailing data", async () => {
+    const unknown = { ...createBody(), extra: 1 };
+    await expectApiError(await api("/sessions", { method: "POST", body: JSON.stringify(unknown) }), 400, "invalid_request");
+    await expectApiError(await api("/sessions", { method: "POST", body: `${JSON.stringify(createBody())} {}` }), 400, "invalid_request");
+  });
+});
+
+describe("Create a session: credential overrides", () => {
+  const binding = { alias: "gh" };
+  const secretValue = "ghp_credential-value-that-must-never-leak";
+
+  it("stores an override encrypted, lists it in credential_bindings, and returns neither value nor ciphertext", async () => {
+    const e2 = withCredentialKeys();
+    const body = createBody({
+      config: { model: "openai/m", tools: [], bindings: [binding, { alias: "api" }] },
+      credentials: [
+        { binding: "gh", value: secretValue },
+        { binding: "api", value: { headers: { "X-Api-Key": `${secretValue}-header` } } },
+      ],
+    });
+    const res = await call(e2, "/sessions", { method: "POST", body: JSON.stringify(body) });
+    const createdText = await res.text();
+    expect(res.status, createdText).toBe(201);
+    const created = JSON.parse(createdText) as Session;
+    expect(created.credential_bindings).toEqual(["gh", "api"]);
+
+    const rows = await runInDurableObject(sessionStub(created.id), (_, state) =>
+      state.storage.sql.exec<EncryptedCredential>("SELECT alias, key_id, iv, ciphertext FROM credentials ORDER BY alias").toArray(),
+    );
+    expect(rows.map((r) => [r.alias, r.key_id])).toEqual([
+      ["api", "k1"],
+      ["gh", "k1"],
+    ]);
+    for (const r of rows) expect(r.ciphertext).not.toContain("ghp_");
+    // The ciphertext decrypts with the configured key, bound to this tenant, session and alias.
+    const parsed = parseHostConfigText(e2.HOST_CONFIG);
+    if (!parsed.ok) throw new Error(parsed.problems.join("; "));
+    const vars = { CRED_KEY_1: AES_KEY };
+    const gh = rows.find((r) => r.alias === "gh")!;
+    expect(await decryptCredential(parsed.config, vars, { tenant: TENANT, sessionId: created.id }, gh)).toBe(secretValue);
+    await expect(decryptCredential(parsed.config, vars, { tenant: "other", sessionId: created.id }, gh)).rejects.toThrow();
+
+    const got = await (await api(`/sessions/${created.id}`)).text();
+    const list = await (await api("/sessions?limit=1000")).text();
+    for (const text of [createdText, got, list]) {
+      expect(text).not.toContain(secretValue);
+      for (const r of rows) {
+        expect(text).not.toContain(r.ciphertext);
+        expect(text).not.toContain(r.iv);
+      }
+    }
+    expect((JSON.parse(got) as Session).credential_bindings).toEqual(["gh", "api"]);
+  });
+
+  it("returns 400 invalid_request for an override naming an unknown alias", async () => {
+    const body = createBody({
+      config: { model: "openai/m", tools: [], bindings: [binding] },
+      credentials: [{ binding: "nope", value: secretValue }],
+    });
+    const e = await expectApiError(await call(withCredentialKeys(), "/sessions", { method: "POST", body: JSON.stringify(body) }), 400, "invalid_request");
+    expect(e.message).not.toContain(secretValue);
+  });
+
+  it("returns 400 invalid_request for an alias given twice", async () => {
+    const body = createBody({
+      config: { model: "openai/m", tools: [], bindings: [binding] },
+      credentials: [
+        { binding: "gh", value: "a" },
+        { binding: "gh", value: "b" },
+      ],
+    });
+    await expectApiError(await call(withCredentialKeys(), "/sessions", { method: "POST", body: JSON.stringify(body) }), 400, "invalid_request");
+  });
+
+  it("returns 400 invalid_request for a value that is neither a token string nor {headers: {name: string}}", async () => {
+    const bad: unknown[] = [
+      "",
+      42,
+      null,
+      ["x"],
+      { token: "x" },
+      { headers: {} },
+      { headers: { "bad name": "x" } },
+      { headers: { "X-Key": 1 } },
+      { headers: { "X-Key": "x" }, extra: true },
+    ];
+    for (const value of bad) {
+      const body = createBody({ config: { model: "openai/m", tools: [], bindings: [binding] }, credentials: [{ binding: "gh", value }] });
+      const res = await call(withCredentialKeys(), "/sessions", { method: "POST", body: JSON.stringify(body) });
+      expect(res.status, `value ${JSON.stringify(value)}`).toBe(400);
+      await expectApiError(res, 400, "invalid_request");
+    }
+  });
+
+  it("returns 422 unsupported for overrides when no credential_keys are configured", async () => {
+    const body = createBody({
+      config: { model: "openai/m", tools: [], bindings: [binding] },
+      credentials: [{ binding: "gh", value: secretValue }],
+    });
+    await expectApiError(await api("/sessions", { method: "POST", body: JSON.stringify(body) }), 422, "unsupported");
+  });
+});
+
+describe("500 service_error", () => {
+  it("answers an internal failure with the generic body, the request id in X-Request-ID, and logs the cause with that id", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => {});
+    const internal = "sqlite exploded at /var/secret/path token=hunter2";
+    const broken = {
+      ...env,
+      SESSIONS: {
+        getByName() {
+          throw new Error(internal);
+        },
+      },
+    } as unknown as Env;
+    const res = await call(broken, `/sessions/${newId()}`);
+    expect(res.status).toBe(500);
+    const text = await res.text();
+    const requestId = res.headers.get("X-Request-ID");
+    expect(requestId).toMatch(/^[0-9a-f]{32}$/);
+    expect(text).toBe(JSON.stringify({ error: { code: "service_error", message: "internal server error" }, request_id: requestId }));
+    expect(text).not.toContain("sqlite");
+    expect(text).not.toContain("hunter2");
+    expect(res.headers.get("X-Content-Type-Options")).toBe("nosniff");
+
+    const logged = errors.mock.calls.map((c) => String(c[0])).filter((l) => l.includes(requestId!));
+    expect(logged).toHaveLength(1);
+    const line = JSON.parse(logged[0]!) as Record<string, unknown>;
+    expect(line).toMatchObject({ level: "error", request_id: requestId });
+    expect(String(line.error)).toContain("sqlite exploded");
+  });
+
+  it("answers an object RPC that rejects with the generic 500 body", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => {});
+    const broken = {
+      ...env,
+      SESSIONS: { getByName: () => ({ get: () => Promise.reject(new Error("rpc torn down: internal detail")) }) },
+    } as unknown as Env;
+    const res = await call(broken, `/sessions/${newId()}`);
+    const requestId = res.headers.get("X-Request-ID")!;
+    expect(await res.json()).toEqual({ error: { code: "service_error", message: "internal server error" }, request_id: requestId });
+    expect(errors.mock.calls.some((c) => String(c[0]).includes(requestId))).toBe(true);
+  });
+});
+
+describe("Get a session", () => {
+  it("returns 404 not_found for an unknown session, another tenant's session, or a malformed id", async () => {
+    const s = await createSession();
+    await expectApiError(await api(`/sessions/${newId()}`), 404, "not_found");
+    await expectApiError(await api(`/sessions/${s.id}`, { token: tokens.other }), 404, "not_found");
+    await expectApiError(await api("/sessions/not-an-id"), 404, "not_found");
+  });
+
+  it("accepts the id in upper case", async () => {
+    const s = await createSession();
+    const res = await api(`/sessions/${s.id.toUpperCase()}`);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as Session).id).toBe(s.id);
+  });
+});
+
+describe("Send input", () => {
+  it("returns 202 with the recorded user.message Event carrying a cursor", async () => {
+    const s = await createSession();
+    const res = await api(`/sessions/${s.id}/events`, { method: "POST", body: JSON.stringify({ type: "user.message", text: "hi", key: "k1" }) });
+    expect(res.status).toBe(202);
+    const e = (await res.json()) as Event;
+    expect(e).toMatchObject({ type: "user.message", data: { type: "user.message", text: "hi", delivery: "queue", key: "k1" } });
+    expect(e.id).toMatch(/^[0-9a-f]{32}$/);
+    expect(e.cursor).toMatch(/^[A-Za-z0-9_-]+$/);
+    expect(e.input_id).toBeUndefined();
+  });
+
+  it("returns the original event for a repeated key with the same input, and 409 conflict with different input", async () => {
+    const s = await createSession();
+    const send = (text: string) => api(`/sessions/${s.id}/events`, { method: "POST", body: JSON.stringify({ type: "user.message", text, key: "same" }) });
+    const first = (await (await send("a")).json()) as Event;
+    const again = await send("a");
+    expect(again.status).toBe(202);
+    expect(await again.json()).toEqual(first);
+    await expectApiError(await send("b"), 409, "conflict");
+  });
+
+  it("returns 429 overloaded with Retry-After: 1 when the queue (limits.queue = 3) is full", async () => {
+    const s = await createSession();
+    for (let i = 0; i < 3; i++) await sendMessage(s.id, `m${i}`);
+    const res = await api(`/sessions/${s.id}/events`, { method: "POST", body: JSON.stringify({ type: "user.message", text: "m3" }) });
+    expect(res.headers.get("Retry-After")).toBe("1");
+    await expectApiError(res, 429, "overloaded");
+  });
+
+  it("returns 400 for text over limits.input_bytes and 413 for a body over input_bytes + 16 KiB", async () => {
+    const s = await createSession();
+    const path = `/sessions/${s.id}/events`;
+    expect((await api(path, { method: "POST", body: JSON.stringify({ type: "user.message", text: "x".repeat(1024) }) })).status).toBe(202);
+    await expectApiError(await api(path, { method: "POST", body: JSON.stringify({ type: "user.message", text: "x".repeat(1025) }) }), 400, "invalid_request");
+    const huge = JSON.stringify({ type: "user.message", text: "x".repeat(1024 + 16384) });
+    await expectApiError(await api(path, { method: "POST", body: huge }), 413, "invalid_request");
+  });
+
+  it("returns 422 unsupported for delivery steer and 403 forbidden for a read-only token", async () => {
+    const s = await createSession();
+    const path = `/sessions/${s.id}/events`;
+    await expectApiError(await api(path, { method: "POST", body: JSON.stringify({ type: "user.message", text: "x", delivery: "steer" }) }), 422, "unsupported");
+    await expectApiError(await api(path, { method: "POST", token: tokens.read, body: JSON.stringify({ type: "user.message", text: "x" }) }), 403, "forbidden");
+  });
+
+  it("returns 409 conflict after close, and close is 202 and permanent", async () => {
+    const s = await createSession();
+    const closed = await api(`/sessions/${s.id}/close`, { method: "POST" });
+    expect(closed.status).toBe(202);
+    expect(await closed.json()).toEqual({ status: "closed" });
+    await expectApiError(await api(`/sessions/${s.id}/events`, { method: "POST", body: JSON.stringify({ type: "user.message", text: "x" }) }), 409, "conflict");
+    expect((await api(`/sessions/${s.id}/close`, { method: "POST", body: "{}" })).status).toBe(202);
+  });
+});
+
+describe("Read events (JSON mode)", () => {
+  it("pages retained events with cursors; next_cursor of an empty page is the after that was sent", async () => {
+    const s = await createSession();
+    const sent = [await sendMessage(s.id, "one"), await sendMessage(s.id, "two")];
+    const page1 = (await (await api(`/sessions/${s.id}/events?limit=1`)).json()) as EventList;
+    expect(page1.events.map((e) => e.id)).toEqual([sent[0]!.id]);
+    expect(page1.next_cursor).toBe(sent[0]!.cursor);
+    const page2 = (await (await api(`/sessions/${s.id}/events?after=${page1.next_cursor}`)).json()) as EventList;
+    expect(page2.events).toEqual([sent[1]]);
+    const empty = (await (await api(`/sessions/${s.id}/events?after=${page2.next_cursor}`)).json()) as EventList;
+    expect(empty).toEqual({ events: [], next_cursor: page2.next_cursor });
+    const none = (await (await api(`/sessions/${(await createSession()).id}/events`)).json()) as EventList;
+    expect(none).toEqual({ events: [], next_cursor: "" });
+  });
+
+  it("returns 400 invalid_request for a limit outside 1 to 1000", async () => {
+    const s = await createSession();
+    for (const limit of ["0", "1001", "-1", "1.5", "abc"]) {
+      await expectApiError(await api(`/sessions/${s.id}/events?limit=${limit}`), 400, "invalid_request");
+    }
+  });
+
+  it("returns 409 cursor_unavailable for an event id, a fabricated string, an oversize cursor, or another session's cursor", async () => {
+    const s = await createSession();
+    const e = await sendMessage(s.id, "one");
+    const other = await createSession();
+    const foreign = await sendMessage(other.id, "x");
+    const bad = [e.id, "abc", "A".repeat(513), foreign.cursor!, `${e.cursor!}x`];
+    for (const after of bad) {
+      await expectApiError(await api(`/sessions/${s.id}/events?after=${encodeURIComponent(after)}`), 409, "cursor_unavailable");
+    }
+  });
+});
+
+describe("List sessions", () => {
+  it("lists the tenant's sessions in ascending id order, with keyset paging by after", async () => {
+    const ids = [(await createSession()).id, (await createSession()).id, (await createSession()).id].sort();
+    const all = ((await (await api("/sessions?limit=1000")).json()) as { sessions: Session[] }).sessions.map((x) => x.id);
+    expect(all).toEqual([...all].sort());
+    for (const id of ids) expect(all).toContain(id);
+    const after = ((await (await api(`/sessions?after=${ids[0]}&limit=1000`)).json()) as { sessions: Session[] }).sessions.map((x) => x.id);
+    expect(after).not.toContain(ids[0]);
+    expect(after).toContain(ids[1]);
+    const others = ((await (await api("/sessions", { token: tokens.other })).json()) as { sessions: Session[] }).sessions.map((x) => x.id);
+    for (const id of ids) expect(others).not.toContain(id);
+  });
+});
