@@ -13,6 +13,8 @@ export type SseStream = {
   comments: string[];
   /** Resolves when `n` frames have arrived in total. */
   waitFrames(n: number, timeoutMs?: number): Promise<Frame[]>;
+  /** Resolves with the first frame (already received or later) that matches. */
+  waitFor(pred: (f: Frame) => boolean, timeoutMs?: number): Promise<Frame>;
   /** Resolves when the server ends the stream. */
   ended: Promise<void>;
   close(): void;
@@ -67,6 +69,33 @@ export async function openSse(
           timeoutMs,
         );
         waiters.push({ n, resolve: () => (clearTimeout(t), resolve(frames)) });
+      });
+    },
+    waitFor(pred, timeoutMs = 20_000) {
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(
+          () => reject(new Error(`timed out waiting for a frame; got: ${frames.map((f) => `${f.event}${f.json.data?.status ? `:${f.json.data.status}` : ""}`).join(",")}`)),
+          timeoutMs,
+        );
+        const check = () => {
+          const f = frames.find(pred);
+          if (f) {
+            clearTimeout(t);
+            resolve(f);
+            return true;
+          }
+          return false;
+        };
+        if (check()) return;
+        const w = { n: 0, resolve: () => {} };
+        const poll = () => {
+          if (!check()) {
+            w.n = frames.length + 1;
+            waiters.push(w);
+          }
+        };
+        w.resolve = poll;
+        poll();
       });
     },
     close: () => ctl.abort(),
