@@ -15,6 +15,8 @@ export const USAGE = `usage: svc [runner] -config <path> [-check]
 flags:
   -config <path>   host configuration file (JSON, at most 4 MiB), relative to the working directory
   -check           validate the file and every environment variable it names, then exit
+  -no-runner       local stack only: start the service without its in-process runner-host
+                   (run \`svc runner\` separately; until one connects, messages wait)
   -h, -help        show this help
 `;
 
@@ -27,7 +29,7 @@ type RunnerMain = {
   runRunnerHost(o: { config: HostConfig; configPath: string }): Promise<number | void>;
 };
 
-type Args = { command: "local" | "runner"; config: string; check: boolean };
+type Args = { command: "local" | "runner"; config: string; check: boolean; runner: boolean };
 type ParsedArgs = { ok: true; args: Args } | { ok: false; help: boolean; problem?: string };
 
 export function parseArgs(argv: readonly string[]): ParsedArgs {
@@ -39,6 +41,7 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
   }
   let config: string | undefined;
   let check = false;
+  let runner = true;
   while (rest.length > 0) {
     const arg = rest.shift()!;
     const m = /^--?([^=-][^=]*)(?:=(.*))?$/s.exec(arg);
@@ -49,6 +52,8 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
       const value = inline ?? rest.shift();
       if (value === undefined || value === "") return { ok: false, help: false, problem: "-config needs a path" };
       config = value;
+    } else if (name === "no-runner" && inline === undefined) {
+      runner = false;
     } else if (name === "check") {
       if (inline !== undefined && inline !== "true" && inline !== "false") {
         return { ok: false, help: false, problem: `-check takes no value (or =true / =false), got ${JSON.stringify(inline)}` };
@@ -59,7 +64,7 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
     }
   }
   if (config === undefined) return { ok: false, help: false, problem: "-config <path> is required" };
-  return { ok: true, args: { command, config, check } };
+  return { ok: true, args: { command, config, check, runner } };
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -72,7 +77,7 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`svc: ${parsed.problem}\n${USAGE}`);
     return 2;
   }
-  const { command, config: configArg, check } = parsed.args;
+  const { command, config: configArg, check, runner } = parsed.args;
 
   const envFile = loadEnvFileBeside(configArg);
   if (envFile) process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "environment file loaded", path: envFile })}\n`);
@@ -91,7 +96,7 @@ export async function main(argv: string[]): Promise<number> {
     const code =
       command === "runner"
         ? await ((await import(RUNNER_MAIN)) as RunnerMain).runRunnerHost(options)
-        : await (await import("./local-stack.ts")).startLocalStack(options);
+        : await (await import("./local-stack.ts")).startLocalStack({ ...options, runner });
     // A starter that returns nothing keeps running on its own handles; it owns the exit then.
     return typeof code === "number" ? code : 0;
   } catch (e) {

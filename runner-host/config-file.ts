@@ -79,9 +79,14 @@ export function resolveDataDir(config: HostConfig, cwd: string = process.cwd()):
  * Loads `<name>.env` beside `<name>.json` when it exists (the local demo keeps its fake secrets
  * there), without overriding variables the environment already sets. Returns its path if loaded.
  */
-export function loadEnvFileBeside(configPath: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+export function loadEnvFileBeside(configPath: string, env: NodeJS.ProcessEnv = process.env, override = false): string | undefined {
   const file = path.resolve(configPath).replace(/\.json$/i, "") + ".env";
   if (file === path.resolve(configPath) || !existsSync(file)) return undefined;
-  for (const [k, v] of Object.entries(parseEnv(readFileSync(file, "utf8")))) if (env[k] === undefined) env[k] = v;
+  for (const [k, v] of Object.entries(parseEnv(readFileSync(file, "utf8")))) if (override || env[k] === undefined) env[k] = v;
   return file;
+}
+
+/** SIGHUP: the env file's values replace what the process had (a rotated key, say). */
+export function reloadEnvFileBeside(configPath: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return loadEnvFileBeside(configPath, env, true);
 }

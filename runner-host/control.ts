@@ -1,113 +1,131 @@
 /**
- * The runner-host's control socket to RunnerPool: hello with its harnesses, keepalive pings the
- * pool answers without waking, and reconnection with backoff when the socket drops (a deploy, an
- * object restart, or the local stack still starting).
+ * The runner-host's control socket to RunnerPool (src/shared/runner-protocol.ts "control"): hello
+ * with its boot, harnesses and capacity, a status whenever capacity or draining changes, attach
+ * orders handed to the owner, keepalive pings, and reconnection with backoff when the socket drops
+ * (a deploy, an object restart, or the local stack still starting).
  */
-import { randomBytes } from "node:crypto";
 import WebSocket from "ws";
-import { CONTROL_PATH, ControlDownSchema, PING, RUNNER_PROTOCOL, type ControlUp } from "../src/shared/runner-protocol.ts";
+import {
+  CONTROL_PATH,
+  ControlDownSchema,
+  RUNNER_PROTOCOL,
+  type Capacity,
+  type ControlDown,
+  type ControlUp,
+} from "../src/shared/runner-protocol.ts";
 import type { Logger } from "./log.ts";
+import { Backoff, dial, isPong, keepAlive, parseJson } from "./socket.ts";
 
-/** Placeholder capacity until the harness pool reports real figures. */
-const CAPACITY = { loaded: 0, loaded_limit: 1024, idle: 0 };
-const BOOT = randomBytes(16).toString("hex");
-
-/** Keepalive interval, ms: well inside proxies' idle cut-offs (about 100 s at the edge). */
-const PING_MS = 20_000;
-/** Reconnect backoff bounds, ms. */
-const BACKOFF_MIN_MS = 100;
-const BACKOFF_MAX_MS = 5_000;
+export type AttachOrder = Extract<ControlDown, { type: "attach" }>;
 
 export type ControlOptions = {
   baseUrl: string;
   secret: string;
   runnerId: string;
+  /** Random per process start (the pool learns that sessions held by an older boot are gone). */
+  boot: string;
   harnesses: string[];
   log: Logger;
-  onWelcome?: () => void;
+  /** Read at every hello and status, so the pool always sees the current figures. */
+  state(): { draining: boolean; capacity: Capacity };
+  onAttach(order: AttachOrder): void;
+  onWelcome?(): void;
 };
 
-export class ControlLink {
+export class ControlClient {
   readonly #o: ControlOptions;
   #ws: WebSocket | undefined;
+  #welcomed = false;
   #stopped = false;
-  #draining = false;
-  #backoff = BACKOFF_MIN_MS;
-  #ping: NodeJS.Timeout | undefined;
+  #backoff = new Backoff();
   #retry: NodeJS.Timeout | undefined;
+  #lastStatus = "";
+  #statusQueued = false;
 
   constructor(o: ControlOptions) {
     this.#o = o;
+  }
+
+  get connected(): boolean {
+    return this.#welcomed && this.#ws?.readyState === WebSocket.OPEN;
   }
 
   start(): void {
     this.#connect();
   }
 
-  drain(): void {
-    this.#draining = true;
-    this.#send({ type: "status", draining: true, capacity: CAPACITY });
+  /** Sends a status if draining or capacity changed since the last one (coalesced per tick). */
+  statusChanged(): void {
+    if (this.#statusQueued) return;
+    this.#statusQueued = true;
+    queueMicrotask(() => {
+      this.#statusQueued = false;
+      if (!this.connected) return; // the next hello carries the figures
+      const { draining, capacity } = this.#o.state();
+      const text = JSON.stringify({ type: "status", draining, capacity } satisfies ControlUp);
+      if (text === this.#lastStatus) return;
+      this.#lastStatus = text;
+      this.#ws!.send(text);
+    });
+  }
+
+  /** A message only this runner-host can originate right now (e.g. a refused attach). */
+  send(m: ControlUp): void {
+    if (this.#ws?.readyState === WebSocket.OPEN) this.#ws.send(JSON.stringify(m));
   }
 
   stop(): void {
     this.#stopped = true;
-    clearInterval(this.#ping);
     clearTimeout(this.#retry);
     this.#ws?.close(1001, "runner-host stopping");
   }
 
   #connect(): void {
-    const url = new URL(CONTROL_PATH, this.#o.baseUrl);
-    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(url, { headers: { Authorization: `Bearer ${this.#o.secret}` } });
+    const ws = dial(this.#o.baseUrl, CONTROL_PATH, this.#o.secret);
     this.#ws = ws;
+    this.#welcomed = false;
+    const stopKeepAlive = keepAlive(ws);
     ws.on("open", () => {
-      this.#send({
+      const { draining, capacity } = this.#o.state();
+      const hello: ControlUp = {
         type: "hello",
         protocol: RUNNER_PROTOCOL,
         runner_id: this.#o.runnerId,
+        boot: this.#o.boot,
         harnesses: this.#o.harnesses,
-        draining: this.#draining,
-        boot: BOOT,
-        capacity: CAPACITY,
-      });
-      this.#ping = setInterval(() => ws.readyState === WebSocket.OPEN && ws.send(PING), PING_MS);
+        draining,
+        capacity,
+      };
+      this.#lastStatus = JSON.stringify({ type: "status", draining, capacity });
+      ws.send(JSON.stringify(hello));
     });
     ws.on("message", (data) => {
       const text = data.toString();
-      if (text === "pong") return;
-      const m = ControlDownSchema.safeParse(safeJson(text));
-      if (!m.success) {
-        this.#o.log("warn", "invalid control message from pool");
-        return;
-      }
+      if (isPong(text)) return;
+      const m = ControlDownSchema.safeParse(parseJson(text));
+      if (!m.success) return this.#o.log("warn", "invalid control message from pool");
       if (m.data.type === "welcome") {
-        this.#backoff = BACKOFF_MIN_MS;
-        this.#o.log("info", "runner-host connected", { runner_id: this.#o.runnerId });
+        this.#welcomed = true;
+        this.#backoff.reset();
+        this.#o.log("info", "runner-host connected", { runner_id: this.#o.runnerId, pool: m.data.pool });
         this.#o.onWelcome?.();
+        this.statusChanged(); // anything that changed between hello and welcome
+      } else {
+        try {
+          this.#o.onAttach(m.data);
+        } catch (err) {
+          this.#o.log("error", "attach order handler failed", { session: m.data.session, error: (err as Error).message });
+        }
       }
     });
-    ws.on("unexpected-response", (_req, res) => {
-      this.#o.log("warn", "control socket refused", { status: res.statusCode });
-    });
+    ws.on("refused", (status: number) => this.#o.log("warn", "control socket refused", { status }));
     ws.on("error", (e) => this.#o.log("debug", "control socket error", { error: e.message }));
-    ws.on("close", () => {
-      clearInterval(this.#ping);
+    ws.on("close", (code) => {
+      stopKeepAlive();
+      if (this.#welcomed) this.#o.log("info", "control socket closed", { code });
+      this.#welcomed = false;
       if (this.#stopped) return;
-      this.#retry = setTimeout(() => this.#connect(), this.#backoff);
-      this.#backoff = Math.min(this.#backoff * 2, BACKOFF_MAX_MS);
+      this.#retry = setTimeout(() => this.#connect(), this.#backoff.next());
     });
-  }
-
-  #send(m: ControlUp): void {
-    if (this.#ws?.readyState === WebSocket.OPEN) this.#ws.send(JSON.stringify(m));
-  }
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
   }
 }

@@ -2,21 +2,34 @@
  * The local stack: the bundled Worker and its objects in Miniflare (state under `data_dir`), plus
  * a runner-host in this process dialling it over loopback: the same code paths as production.
  */
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { parseListen, type HostConfig } from "../src/shared/config-schema.ts";
 import { referencedVariables } from "../src/shared/config-vars.ts";
 import { DEFAULT_RUNNER_SECRET_VAR } from "../src/runtime-constants.ts";
-import { resolveDataDir } from "./config-file.ts";
-import { ControlLink } from "./control.ts";
+import { reloadEnvFileBeside, resolveDataDir } from "./config-file.ts";
 import { log, relayLine } from "./log.ts";
+import { RunnerHost } from "./runner-host.ts";
+import { persistedRunnerId } from "./runner-id.ts";
+import { harnessRoot } from "./runner-main.ts";
 import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS, bundleWorker } from "./worker-bundle.ts";
 
-export type LocalStackOptions = { config: HostConfig; configPath: string; env?: NodeJS.ProcessEnv };
+export type LocalStackOptions = {
+  config: HostConfig;
+  configPath: string;
+  env?: NodeJS.ProcessEnv;
+  /** false: no in-process runner-host (`svc -no-runner`): runner-hosts dial in separately. */
+  runner?: boolean;
+};
 
-export type LocalStack = { url: string; stop(): Promise<void> };
+export type LocalStack = {
+  url: string;
+  /** Restarts the Worker runtime with the variables now in `env`, like a deploy (sockets drop). */
+  reload(env: NodeJS.ProcessEnv): Promise<void>;
+  stop(): Promise<void>;
+};
 
 /** Starts the stack; resolves once the HTTP port is bound. Signals are handled by `runLocalStack`. */
 export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack> {
@@ -25,21 +38,21 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
   const dataDir = resolveDataDir(o.config);
   mkdirSync(dataDir, { recursive: true });
 
-  const bindings: Record<string, string> = { HOST_CONFIG: JSON.stringify(o.config) };
-  for (const name of referencedVariables(o.config)) {
-    const v = env[name];
-    if (v !== undefined) bindings[name] = v;
-  }
   const secretVar = o.config.runners?.token_env ?? DEFAULT_RUNNER_SECRET_VAR;
   const secret = o.config.runners ? env[secretVar]! : localRunnerSecret(dataDir);
-  bindings[secretVar] = secret;
+  /** Exactly the variables the config names, never the whole host environment. */
+  const bindingsFrom = (vars: NodeJS.ProcessEnv) => {
+    const b: Record<string, string> = { HOST_CONFIG: JSON.stringify(o.config) };
+    for (const name of referencedVariables(o.config)) if (vars[name] !== undefined) b[name] = vars[name]!;
+    b[secretVar] = secret;
+    return b;
+  };
 
-  const { host, port } = parseListen(o.config.listen)!;
+  const listen = parseListen(o.config.listen)!;
   const script = await bundleWorker();
-  const before = signalListeners();
-  const mf = new Miniflare({
+  const options = (bindings: Record<string, string>, port: number) => ({
     ...convertV4MiniflareOptions({
-      modules: [{ type: "ESModule", path: path.join(dataDir, "worker.mjs"), contents: script }],
+      modules: [{ type: "ESModule" as const, path: path.join(dataDir, "worker.mjs"), contents: script }],
       compatibilityDate: COMPATIBILITY_DATE,
       compatibilityFlags: COMPATIBILITY_FLAGS,
       durableObjects: Object.fromEntries(
@@ -47,12 +60,14 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
       ),
       bindings,
       cf: false,
-      host,
+      host: listen.host,
       port,
-      handleStructuredLogs: ({ level, message }) => relayLine("worker", level, message),
+      handleStructuredLogs: ({ level, message }: { level: string; message: string }) => relayLine("worker", level, message),
     }),
     resourcePersistencePath: path.join(dataDir, "worker"),
   });
+  const before = signalListeners();
+  const mf = new Miniflare(options(bindingsFrom(env), listen.port));
   // Miniflare's exit hook answers SIGINT/SIGTERM with an immediate process.exit; the stack drains
   // first instead (its "exit" hook, which stops workerd if we die, stays).
   for (const [sig, fns] of signalListeners()) {
@@ -61,20 +76,27 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
   const url = (await mf.ready).href.replace(/\/$/, "");
   log("info", "local stack listening", { url, data_dir: dataDir, startup_ms: Math.round(performance.now() - t0) });
 
-  const control = new ControlLink({
+  const runner = o.runner === false ? undefined : new RunnerHost({
     baseUrl: url,
     secret,
-    runnerId: runnerId(dataDir),
-    harnesses: Object.keys(o.config.harnesses),
+    runnerId: persistedRunnerId(dataDir),
+    config: o.config,
+    rootDir: harnessRoot(dataDir),
+    env,
     log,
   });
-  control.start();
+  runner?.start();
 
   return {
     url,
+    async reload(vars) {
+      // Same port as the first start (listen may say 0), so the runner-host redials the same URL.
+      await mf.setOptions(options(bindingsFrom(vars), Number(new URL(url).port)));
+      log("info", "worker reloaded");
+    },
     async stop() {
-      control.drain();
-      control.stop();
+      // Turns end as interrupted by shutdown and reach their objects before the objects go away.
+      await runner?.stop();
       await mf.dispose();
     },
   };
@@ -103,6 +125,14 @@ export async function startLocalStack(o: LocalStackOptions): Promise<number> {
     };
     process.once("SIGINT", onSignal);
     process.once("SIGTERM", onSignal);
+    // SIGHUP: re-read the env file beside the config (its values win) and restart the Worker
+    // runtime with them — how a rotated provider key reaches the local stack.
+    process.on("SIGHUP", () => {
+      if (stopping) return;
+      const file = reloadEnvFileBeside(o.configPath);
+      log("info", "reloading", { env_file: file ?? null });
+      stack.reload(process.env).catch((e) => log("error", "reload failed", { error: String(e) }));
+    });
   });
 }
 
@@ -141,12 +171,4 @@ function localRunnerSecret(dataDir: string): string {
   const s = randomBytes(32).toString("hex");
   writeFileSync(file, `${s}\n`, { mode: 0o600 });
   return s;
-}
-
-function runnerId(dataDir: string): string {
-  const file = path.join(dataDir, "runner-id");
-  if (existsSync(file)) return readFileSync(file, "utf8").trim();
-  const id = randomUUID().replace(/-/g, "");
-  writeFileSync(file, `${id}\n`);
-  return id;
 }

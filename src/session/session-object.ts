@@ -264,22 +264,28 @@ export class SessionObject extends DurableObject<Env> {
     }
     if (row.link_state !== "open" || this.#turns.running()) return;
     const rt = await getRuntime(this.env);
-    const grant = providerGrant(rt, JSON.parse(row.config).model);
-    const started = this.ctx.storage.transactionSync(() => {
+    const model: string = JSON.parse(row.config).model;
+    const grant = providerGrant(rt, model);
+    const events = this.ctx.storage.transactionSync(() => {
       const s = this.#turns.start(now());
-      if (!s) return undefined;
+      if (!s) return [];
+      if (!grant) {
+        // The key vanished from the environment since creation: the turn cannot run.
+        const message = `the key of provider "${model.split("/")[0]}" is not available`;
+        return [...s.events, ...this.#state.endWork(now(), "failed", { running: { code: "service_error", message }, queued: "the session failed" })];
+      }
       this.#link.push({
         t: "run",
         turn: s.input.event_id,
         text: s.input.text,
         traceparent: s.input.traceparent ?? undefined,
         accepted_at: Date.parse(s.input.accepted_at),
-        provider: grant ?? { prefix: "", key: "" },
+        provider: grant,
       });
-      return s;
+      return s.events;
     });
-    if (started) {
-      this.#publish(started.events);
+    if (events.length > 0) {
+      this.#publish(events);
       await this.#pushIndex();
     }
   }

@@ -54,6 +54,17 @@ export const ControlUpSchema = z.discriminatedUnion("type", [
     capacity: CapacitySchema,
   }),
   z.strictObject({ type: z.literal("status"), draining: z.boolean(), capacity: CapacitySchema }),
+  /**
+   * Added by the runner-host side: an attach order it will not take, so the session need not wait
+   * for a link that never comes. `full`: `limits.loaded` reached with nothing idle to drop (the
+   * send that needed placement gets 429); `draining`: shutting down; `unknown_harness`: not offered.
+   */
+  z.strictObject({
+    type: z.literal("attach_refused"),
+    session: z.string().min(1),
+    lease: Seq,
+    reason: z.enum(["full", "draining", "unknown_harness"]),
+  }),
 ]);
 export type ControlUp = z.infer<typeof ControlUpSchema>;
 

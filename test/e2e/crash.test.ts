@@ -18,7 +18,7 @@ const config = {
 };
 
 it("events a client received survive a SIGKILL of the stack, in order, with the same cursors", async () => {
-  let stack = await startStack({ config, env });
+  let stack = await startStack({ config, env, runner: false });
   const id = (await call(stack.url, "POST", "/sessions", { token: env.MANAGE, body: { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } } })).body.id;
   const sse = await openSse(`${stack.url}/sessions/${id}/events`, { token: env.MANAGE });
 
@@ -37,7 +37,7 @@ it("events a client received survive a SIGKILL of the stack, in order, with the 
   const received = sse.frames.map((f) => ({ id: f.json.id, cursor: f.id }));
   expect(received.length).toBeGreaterThanOrEqual(60);
 
-  stack = await startStack({ config, env, dir: stack.dir });
+  stack = await startStack({ config, env, dir: stack.dir, runner: false });
   try {
     const log: { id: string; cursor: string }[] = [];
     for (let after = ""; ; ) {

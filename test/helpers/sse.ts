@@ -13,6 +13,8 @@ export type SseStream = {
   comments: string[];
   /** Resolves when `n` frames have arrived in total. */
   waitFrames(n: number, timeoutMs?: number): Promise<Frame[]>;
+  /** Resolves when a comment frame with this text (trimmed) has arrived. */
+  waitForComment(text: string, timeoutMs?: number): Promise<void>;
   /** Resolves with the first frame (already received or later) that matches. */
   waitFor(pred: (f: Frame) => boolean, timeoutMs?: number): Promise<Frame>;
   /** Resolves when the server ends the stream. */
@@ -32,12 +34,17 @@ export async function openSse(
   const frames: Frame[] = [];
   const comments: string[] = [];
   const waiters: { n: number; resolve: () => void }[] = [];
+  const commentWaiters: { text: string; resolve: () => void }[] = [];
+  const onComment = (c: string) => {
+    comments.push(c);
+    for (const w of [...commentWaiters]) if (c.trim() === w.text) (commentWaiters.splice(commentWaiters.indexOf(w), 1), w.resolve());
+  };
   let endedResolve!: () => void;
   const ended = new Promise<void>((r) => (endedResolve = r));
   if (res.status === 200 && res.body) {
     const reader = res.body
       .pipeThrough(new TextDecoderStream())
-      .pipeThrough(new EventSourceParserStream({ onComment: (c) => comments.push(c) }))
+      .pipeThrough(new EventSourceParserStream({ onComment }))
       .getReader();
     void (async () => {
       try {
@@ -69,6 +76,13 @@ export async function openSse(
           timeoutMs,
         );
         waiters.push({ n, resolve: () => (clearTimeout(t), resolve(frames)) });
+      });
+    },
+    waitForComment(text, timeoutMs = 20_000) {
+      if (comments.some((c) => c.trim() === text)) return Promise.resolve();
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`timed out waiting for comment ${text}`)), timeoutMs);
+        commentWaiters.push({ text, resolve: () => (clearTimeout(t), resolve()) });
       });
     },
     waitFor(pred, timeoutMs = 20_000) {

@@ -16,20 +16,29 @@ export type Stack = {
   dir: string;
   child: ChildProcess;
   stderr: () => string;
-  /** Resolves when a stderr line matching `re` appears (from now or already seen). */
-  waitForLog(re: RegExp, timeoutMs?: number): Promise<string>;
+  /** Resolves when a stderr line matching `re` appears at or after offset `from` (default: anywhere). */
+  waitForLog(re: RegExp, timeoutMs?: number, from?: number): Promise<string>;
+  /** The current length of stderr, to wait only for lines written after this point. */
+  mark(): number;
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null; ms: number }>;
   /** SIGKILL to the whole process group (the stack and its workerd): a crash, nothing runs after. */
   crash(): Promise<void>;
 };
 
-export type StackOptions = { config: Record<string, unknown>; env: Record<string, string>; dir?: string };
+export type StackOptions = {
+  config: Record<string, unknown>;
+  env: Record<string, string>;
+  dir?: string;
+  /** false: start the Worker alone (`-no-runner`), so accepted messages wait and no turn runs. */
+  runner?: boolean;
+};
 
 export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<Stack> {
   const dir = o.dir ?? mkdtempSync(path.join(tmpdir(), "svc-e2e-"));
   const configPath = path.join(dir, "config.json");
   writeFileSync(configPath, JSON.stringify({ listen: "127.0.0.1:0", data_dir: path.join(dir, "data"), ...o.config }));
-  const child = spawn(process.execPath, [path.join(ROOT, "cli/svc.mjs"), "-config", configPath], {
+  const args = [path.join(ROOT, "cli/svc.mjs"), "-config", configPath, ...(o.runner === false ? ["-no-runner"] : [])];
+  const child = spawn(process.execPath, args, {
     cwd: dir,
     env: { PATH: process.env.PATH ?? "", HOME: dir, ...o.env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -37,13 +46,13 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
   });
   let out = "";
   let err = "";
-  const waiters: { re: RegExp; resolve: (l: string) => void }[] = [];
+  const waiters: { re: RegExp; from: number; resolve: (l: string) => void }[] = [];
   child.stdout!.setEncoding("utf8").on("data", (d: string) => (out += d));
   child.stderr!.setEncoding("utf8").on("data", (d: string) => {
     err += d;
     if (process.env.SVC_TEST_VERBOSE) process.stderr.write(d);
     for (const w of [...waiters]) {
-      const line = err.split("\n").find((l) => w.re.test(l));
+      const line = err.slice(w.from).split("\n").find((l) => w.re.test(l));
       if (line) {
         waiters.splice(waiters.indexOf(w), 1);
         w.resolve(line);
@@ -54,12 +63,12 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
     child.once("exit", (code, signal) => resolve({ code, signal })),
   );
 
-  const waitForLog = (re: RegExp, ms = timeoutMs) =>
+  const waitForLog = (re: RegExp, ms = timeoutMs, from = 0) =>
     new Promise<string>((resolve, reject) => {
-      const seen = err.split("\n").find((l) => re.test(l));
+      const seen = err.slice(from).split("\n").find((l) => re.test(l));
       if (seen) return resolve(seen);
       const t = setTimeout(() => reject(new Error(`timed out waiting for log ${re}; stderr:\n${err.slice(-4000)}`)), ms);
-      waiters.push({ re, resolve: (l) => (clearTimeout(t), resolve(l)) });
+      waiters.push({ re, from, resolve: (l) => (clearTimeout(t), resolve(l)) });
     });
 
   const url = await new Promise<string>((resolve, reject) => {
@@ -74,7 +83,7 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
     child.stdout!.on("data", check);
     exited.then(({ code }) => reject(new Error(`stack exited with ${code}; stderr:\n${err.slice(-4000)}`)));
   });
-  await waitForLog(/"msg":"runner-host connected"/);
+  if (o.runner !== false) await waitForLog(/"msg":"runner-host connected"/);
 
   return {
     url,
@@ -82,6 +91,7 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
     child,
     stderr: () => err,
     waitForLog,
+    mark: () => err.length,
     async crash() {
       process.kill(-child.pid!, "SIGKILL");
       await exited;

@@ -1,0 +1,336 @@
+/**
+ * The harness processes of one runner-host and who may use them (spec "Runner (harness)",
+ * "Limits" `active`; ARCHITECTURE.md §2).
+ *
+ * Owns: the processes per harness name, which session is resident (open) in which process, and
+ * one FIFO of requests: "make this session resident" (an open) and "give this session a turn".
+ * Invariants:
+ * - Per harness: at most `max_hosts` processes, `max_shared` resident sessions and
+ *   `max_active_turns` running turns per process, `max_starting` opens in flight.
+ * - `limits.active` bounds resident sessions on the runner-host (a running turn is always in a
+ *   resident session). At a limit a request WAITS, in order; it is never refused. To make room
+ *   an idle resident session (least recently used) is detached, or an idle process stopped.
+ * - A session only runs in a process started with its current provider grant. A changed key
+ *   recycles the process when nothing runs in it, otherwise the session moves to another one.
+ *   A session leaving a process stays cached by its owner and is re-opened lazily.
+ * - The last detach closes the host: a process with no sessions is stopped.
+ */
+import type { Harness } from "../src/shared/config-schema.ts";
+import type { ProviderGrant } from "../src/shared/runner-protocol.ts";
+import type { HarnessExit, HarnessProcess } from "./harness/harness-process.ts";
+import type { CommandInput, ResolvedModel } from "./harness/protocol.ts";
+import type { Logger } from "./log.ts";
+import { exitMessage, OpenError, PooledProcess, type ProviderTable } from "./pooled-process.ts";
+
+/** What the pool needs from a session; `SessionRunner` implements it. */
+export interface PoolSession {
+  /** Session id inside the harness. */
+  readonly key: string;
+  readonly harness: string;
+  /** The provider grant of the session's model as of its latest `open`/`run`. */
+  grant(): ProviderGrant;
+  /** Model, instructions, effort, tools and the cached native state. */
+  openCommand(): Omit<CommandInput<"open">, "op" | "session">;
+  /** Its process died while it was resident (not a stop the pool asked for). */
+  harnessLost(message: string): void;
+}
+
+/** A granted turn: run it on `hp`, call `release` exactly when it ended. */
+export type TurnSlot = { hp: HarnessProcess; model: ResolvedModel; release(): void };
+
+export class CancelledError extends Error {
+  override name = "CancelledError";
+}
+
+export type PoolOptions = {
+  harnesses: Record<string, Harness>;
+  activeLimit: number;
+  rootDir: string;
+  baseDir?: string;
+  log: Logger;
+  /** Latest grant per prefix seen on this runner-host: a new process is started with all of them. */
+  grants(): Iterable<ProviderGrant>;
+  onChange?(): void;
+};
+
+type Residency = { proc: PooledProcess; open: boolean; model?: ResolvedModel; turn: boolean; lastUsed: number };
+/** `busy`: an open or a move is in flight for it; `cancelled`: its signal fired meanwhile. */
+type Entry = { s: PoolSession; turn: boolean; busy: boolean; cancelled: boolean; settle(v: TurnSlot | Error): void };
+
+export class HarnessPool {
+  readonly #o: PoolOptions;
+  #procs = new Map<string, PooledProcess[]>();
+  #where = new Map<PoolSession, Residency>();
+  #queue: Entry[] = [];
+  #starting = new Map<string, number>();
+  #pumping = false;
+  #again = false;
+  #stopped = false;
+
+  constructor(o: PoolOptions) {
+    this.#o = o;
+  }
+
+  /** Resident sessions (opening included): what `limits.active` bounds. */
+  get active(): number {
+    return this.#where.size;
+  }
+  get waiting(): number {
+    return this.#queue.length;
+  }
+  processes(harness?: string): PooledProcess[] {
+    return harness ? [...(this.#procs.get(harness) ?? [])] : [...this.#procs.values()].flat();
+  }
+  residentIn(s: PoolSession): PooledProcess | undefined {
+    return this.#where.get(s)?.proc;
+  }
+
+  /** Makes the session resident; resolves with the resolved model, rejects with OpenError/CancelledError. */
+  async open(s: PoolSession, signal?: AbortSignal): Promise<ResolvedModel> {
+    return (await this.#enqueue(s, false, signal)).model;
+  }
+
+  /** Waits (in order) for the session to be resident with a free turn slot in a matching process. */
+  acquireTurn(s: PoolSession, signal?: AbortSignal): Promise<TurnSlot> {
+    return this.#enqueue(s, true, signal);
+  }
+
+  /** Detaches the session from its process if it is idle there (idle eviction, or it is leaving). */
+  async evict(s: PoolSession): Promise<void> {
+    const r = this.#where.get(s);
+    if (!r || !r.open || r.turn) return;
+    await this.#detach(s);
+  }
+
+  /** Stops every process and cancels every waiting request. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    for (const e of this.#queue.splice(0)) e.settle(new CancelledError("the runner-host is shutting down"));
+    this.#where.clear();
+    await Promise.all(this.processes().map((p) => p.stop()));
+  }
+
+  #enqueue(s: PoolSession, turn: boolean, signal?: AbortSignal): Promise<TurnSlot> {
+    if (this.#stopped) return Promise.reject(new CancelledError("the runner-host is shutting down"));
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        if (!this.#queue.includes(entry)) return; // already granted
+        entry.cancelled = true;
+        if (!entry.busy) this.#idle(entry); // else the open or move in flight settles it
+      };
+      const entry: Entry = {
+        s,
+        turn,
+        busy: false,
+        cancelled: false,
+        settle: (v) => {
+          signal?.removeEventListener("abort", onAbort);
+          if (v instanceof Error) reject(v);
+          else resolve(v);
+        },
+      };
+      if (signal?.aborted) return reject(new CancelledError("cancelled before it was queued"));
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.#queue.push(entry);
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    if (this.#pumping) return void (this.#again = true);
+    this.#pumping = true;
+    try {
+      do {
+        this.#again = false;
+        this.#pass();
+      } while (this.#again);
+    } finally {
+      this.#pumping = false;
+    }
+    this.#o.onChange?.();
+  }
+
+  /** One walk of the queue in arrival order, then the last-detach rule. */
+  #pass(): void {
+    let activeBlocked = false; // an earlier request waits for `limits.active`: later opens queue behind it
+    const hostBlocked = new Set<string>();
+    const queued = new Set(this.#queue.map((e) => e.s));
+    for (const e of [...this.#queue]) {
+      if (e.busy) continue;
+      const r = this.#where.get(e.s);
+      if (r) {
+        if (r.open && r.proc.state === "ready") this.#tryGrant(e, r);
+        continue; // opening, or its process is going away: wait for that to settle
+      }
+      const cfg = this.#o.harnesses[e.s.harness];
+      if (!cfg) {
+        this.#finish(e, new OpenError(`harness ${JSON.stringify(e.s.harness)} is not configured on this runner-host`));
+        continue;
+      }
+      if (activeBlocked || (this.#starting.get(e.s.harness) ?? 0) >= cfg.max_starting) continue;
+      const grant = e.s.grant();
+      const procs = this.#procs.get(e.s.harness) ?? [];
+      let p = procs.find((p) => p.usable && p.matches(grant) && p.load < cfg.max_shared);
+      if (!p && procs.length >= cfg.max_hosts) {
+        p = hostBlocked.has(e.s.harness) ? undefined : this.#makeRoom(procs, grant, queued);
+        if (!p) {
+          hostBlocked.add(e.s.harness);
+          continue;
+        }
+      }
+      if (this.active >= this.#o.activeLimit && !this.#evictIdle(queued)) {
+        activeBlocked = true;
+        continue;
+      }
+      this.#openIn(e, p ?? this.#spawn(e.s.harness, grant));
+    }
+    for (const p of this.processes()) {
+      if (p.state === "ready" && p.load === 0 && p.running === 0) this.#stopProcess(p, "its last session was detached");
+    }
+  }
+
+  #tryGrant(e: Entry, r: Residency): void {
+    const p = r.proc;
+    if (!p.matches(e.s.grant())) {
+      if (p.running === 0 && p.opening === 0) return this.#stopProcess(p, "provider key changed");
+      e.busy = true; // busy elsewhere: move this idle session to a process with the new key
+      void this.#detach(e.s).finally(() => this.#idle(e));
+      return;
+    }
+    if (!e.turn) return this.#finish(e, { hp: p.hp!, model: r.model!, release: () => {} });
+    if (p.running >= this.#o.harnesses[p.harness]!.max_active_turns) return;
+    p.running++;
+    r.turn = true;
+    let released = false;
+    this.#finish(e, {
+      hp: p.hp!,
+      model: r.model!,
+      release: () => {
+        if (released) return;
+        released = true;
+        p.running--;
+        r.turn = false;
+        r.lastUsed = Date.now();
+        this.#pump();
+      },
+    });
+  }
+
+  #finish(e: Entry, v: TurnSlot | Error): void {
+    const i = this.#queue.indexOf(e);
+    if (i >= 0) this.#queue.splice(i, 1);
+    e.settle(v);
+  }
+
+  #openIn(e: Entry, p: PooledProcess): void {
+    const h = e.s.harness;
+    const r: Residency = { proc: p, open: false, turn: false, lastUsed: Date.now() };
+    this.#where.set(e.s, r);
+    this.#starting.set(h, (this.#starting.get(h) ?? 0) + 1);
+    p.opening++;
+    e.busy = true;
+    p.open(e.s.key, e.s.openCommand()).then(
+      (model) => {
+        if (this.#where.get(e.s) === r) Object.assign(r, { open: true, model });
+        else void p.detach(e.s.key); // forgotten meanwhile (its process is stopping, or the session left)
+      },
+      (err: Error) => {
+        if (this.#where.get(e.s) === r) this.#where.delete(e.s);
+        this.#finish(e, err instanceof OpenError ? err : new OpenError(err.message));
+      },
+    ).finally(() => {
+      p.opening--;
+      this.#starting.set(h, this.#starting.get(h)! - 1);
+      this.#idle(e);
+    });
+  }
+
+  /** Nothing is in flight for the entry any more: drop it if it was cancelled, and look again. */
+  #idle(e: Entry): void {
+    e.busy = false;
+    if (e.cancelled) this.#finish(e, new CancelledError("cancelled while waiting for capacity"));
+    this.#pump();
+  }
+
+  /**
+   * Every process of the harness is full or has another key, and there may be no more: detach an
+   * idle session from a matching process (room at once), else stop a process with no running turn
+   * (room once it exited; the request waits for that).
+   */
+  #makeRoom(procs: PooledProcess[], grant: ProviderGrant, queued: Set<PoolSession>): PooledProcess | undefined {
+    const matching = new Set(procs.filter((p) => p.state === "ready" && p.matches(grant)));
+    if (this.#evictIdle(queued, (r) => matching.has(r.proc))) return [...matching].find((p) => p.load < this.#maxShared(p));
+    const idle = procs.find((p) => p.state === "ready" && p.running === 0 && p.opening === 0);
+    if (idle) this.#stopProcess(idle, "making room for another process of its harness");
+    return undefined;
+  }
+
+  #maxShared(p: PooledProcess): number {
+    return this.#o.harnesses[p.harness]!.max_shared;
+  }
+
+  /** Detaches the least recently used idle resident session nobody waits on (and `where` allows); false if none. */
+  #evictIdle(queued: Set<PoolSession>, where: (r: Residency) => boolean = () => true): boolean {
+    let victim: [PoolSession, Residency] | undefined;
+    for (const entry of this.#where) {
+      const [s, r] = entry;
+      if (!r.open || r.turn || queued.has(s) || r.proc.state !== "ready" || !where(r)) continue;
+      if (!victim || r.lastUsed < victim[1].lastUsed) victim = entry;
+    }
+    if (!victim) return false;
+    this.#o.log("debug", "detaching an idle session to make room", { harness: victim[0].harness });
+    void this.#detach(victim[0]);
+    return true;
+  }
+
+  async #detach(s: PoolSession): Promise<void> {
+    const r = this.#where.get(s);
+    if (!r) return;
+    this.#where.delete(s);
+    await r.proc.detach(s.key);
+    this.#pump();
+  }
+
+  #spawn(harness: string, grant: ProviderGrant): PooledProcess {
+    const providers: ProviderTable = {};
+    for (const g of this.#o.grants()) providers[g.prefix] = g;
+    providers[grant.prefix] = grant;
+    const p = new PooledProcess(
+      {
+        harness,
+        command: this.#o.harnesses[harness]!.command,
+        rootDir: this.#o.rootDir,
+        baseDir: this.#o.baseDir,
+        log: this.#o.log,
+      },
+      providers,
+      (proc, exit, expected) => this.#onExit(proc, exit, expected),
+    );
+    this.#procs.set(harness, [...(this.#procs.get(harness) ?? []), p]);
+    p.ready.then(
+      () => this.#o.log("info", "harness process started", { harness, pid: p.pid, startup_ms: Math.round(p.hp!.startupMs) }),
+      () => {},
+    );
+    return p;
+  }
+
+  #stopProcess(p: PooledProcess, why: string): void {
+    if (p.state === "stopping" || p.state === "gone") return;
+    for (const [s, r] of this.#where) if (r.proc === p && r.open) this.#where.delete(s);
+    this.#o.log("info", "stopping harness process", { harness: p.harness, pid: p.pid, why });
+    void p.stop().finally(() => this.#pump());
+  }
+
+  #onExit(p: PooledProcess, exit: HarnessExit, expected: boolean): void {
+    const list = this.#procs.get(p.harness) ?? [];
+    this.#procs.set(p.harness, list.filter((x) => x !== p));
+    const message = exitMessage(exit);
+    for (const [s, r] of this.#where) {
+      if (r.proc !== p || !r.open) continue; // opening ones fail through their open
+      this.#where.delete(s);
+      if (!expected) s.harnessLost(message);
+    }
+    if (!expected) this.#o.log("warn", "harness process ended", { harness: p.harness, pid: p.pid, reason: exit.reason });
+    this.#pump();
+  }
+}

@@ -1,0 +1,216 @@
+/**
+ * One session link: the runner-host end of the socket to one SessionObject, for one lease
+ * (src/shared/runner-protocol.ts "link").
+ *
+ * Invariants:
+ * - Up messages are numbered from 1 for the lease and kept until the object acks them
+ *   (acks are cumulative); after a reconnect every unacked one is resent, in order, after `hello`.
+ * - Down messages are applied once, in order: a seq already applied is only re-acked; a gap
+ *   (never expected on one ordered socket) drops the socket so the object resends from `hello`.
+ * - `delta` and `progress` are live-only: sent when the socket is open, otherwise lost.
+ * - The link redials with backoff while the lease is live. Close code 4409 (or an upgrade refused
+ *   with 404/409/410) means the lease is gone; so does being unreachable for `giveUpMs`.
+ */
+import WebSocket from "ws";
+import { LINK_PATH, LinkDownSchema, type LinkDown, type LinkUp } from "../src/shared/runner-protocol.ts";
+import type { Logger } from "./log.ts";
+import { Backoff, dial, isPong, keepAlive, parseJson } from "./socket.ts";
+
+/** Close code the object uses for "this lease is not (or no longer) valid". */
+export const LEASE_GONE_CODE = 4409;
+/** Upgrade statuses that mean the same before a socket exists. */
+const LEASE_GONE_STATUSES = new Set([404, 409, 410]);
+/**
+ * How long a link may stay unreachable before the lease is given up, ms. A reachable object that
+ * gave up first (it fails the turn 10 s after losing its link) answers a redial with 4409 at once;
+ * this bound is for when nothing answers at all (a partition), so a blind turn stops burning
+ * provider tokens.
+ */
+export const LINK_GIVE_UP_MS = 30_000;
+
+export type NumberedUp = Extract<LinkUp, { seq: number }>;
+/** A numbered up message before the link assigns its seq. */
+export type UpBody = NumberedUp extends infer M ? (M extends NumberedUp ? Omit<M, "seq"> : never) : never;
+export type LiveUp = Extract<LinkUp, { t: "delta" | "progress" }>;
+export type AppliedDown = Exclude<LinkDown, { t: "ack" }>;
+
+export type LinkOptions = {
+  baseUrl: string;
+  secret: string;
+  runnerId: string;
+  /** The object name from the attach order. */
+  session: string;
+  lease: number;
+  log: Logger;
+  /** Called once per down seq, in order. The link acks it when this returns. */
+  onDown(m: AppliedDown): void;
+  /** The lease is gone (refused, 4409, or unreachable too long). Called at most once. */
+  onLost(reason: string): void;
+  giveUpMs?: number;
+};
+
+export class SessionLink {
+  readonly #o: LinkOptions;
+  #ws: WebSocket | undefined;
+  #nextUp = 1;
+  #unacked: NumberedUp[] = [];
+  #acked = 0;
+  #applied = 0;
+  #ended = false;
+  #backoff = new Backoff();
+  #retry: NodeJS.Timeout | undefined;
+  #giveUp: NodeJS.Timeout | undefined;
+  #ackQueued = false;
+  #ackWaiters = new Set<{ seq: number; resolve(ok: boolean): void }>();
+
+  constructor(o: LinkOptions) {
+    this.#o = o;
+  }
+
+  get isOpen(): boolean {
+    return this.#ws?.readyState === WebSocket.OPEN;
+  }
+  /** Last down seq applied, last up seq acked, up messages waiting for an ack. */
+  get applied(): number {
+    return this.#applied;
+  }
+  get acked(): number {
+    return this.#acked;
+  }
+  get unacked(): number {
+    return this.#unacked.length;
+  }
+
+  start(): void {
+    this.#armGiveUp();
+    this.#connect();
+  }
+
+  /** Numbers and sends (or keeps, while disconnected) a message; returns its seq. */
+  send(body: UpBody): number {
+    const m = { ...body, seq: this.#nextUp++ } as NumberedUp;
+    if (this.#ended) return m.seq;
+    this.#unacked.push(m);
+    if (this.isOpen) this.#ws!.send(JSON.stringify(m));
+    return m.seq;
+  }
+
+  /** Sends a live-only message if the socket is open; false when it was dropped. */
+  sendLive(m: LiveUp): boolean {
+    if (!this.isOpen) return false;
+    this.#ws!.send(JSON.stringify(m));
+    return true;
+  }
+
+  /** Resolves true once everything up to `seq` (default: all sent so far) is acked; false on timeout or end. */
+  waitAcked(timeoutMs: number, seq = this.#nextUp - 1): Promise<boolean> {
+    if (this.#acked >= seq) return Promise.resolve(true);
+    if (this.#ended) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const waiter = {
+        seq,
+        resolve: (ok: boolean) => {
+          clearTimeout(timer);
+          this.#ackWaiters.delete(waiter);
+          resolve(ok);
+        },
+      };
+      const timer = setTimeout(() => waiter.resolve(false), timeoutMs);
+      this.#ackWaiters.add(waiter);
+    });
+  }
+
+  /** Ends the link for good: no more redials, pending waits resolve false. */
+  close(code = 1000, reason = ""): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    clearTimeout(this.#retry);
+    clearTimeout(this.#giveUp);
+    for (const w of [...this.#ackWaiters]) w.resolve(false);
+    this.#ws?.close(code, reason);
+  }
+
+  #connect(): void {
+    const { session, lease, runnerId } = this.#o;
+    const ws = dial(this.#o.baseUrl, LINK_PATH, this.#o.secret, { session, lease: String(lease), runner: runnerId });
+    this.#ws = ws;
+    const stopKeepAlive = keepAlive(ws);
+    ws.on("open", () => {
+      this.#backoff.reset();
+      clearTimeout(this.#giveUp);
+      this.#giveUp = undefined;
+      this.#raw({ t: "hello", down: this.#applied });
+      for (const m of this.#unacked) ws.send(JSON.stringify(m));
+    });
+    ws.on("message", (data) => this.#onMessage(ws, data.toString()));
+    ws.on("refused", (status: number) => {
+      if (LEASE_GONE_STATUSES.has(status)) this.#lost(`link refused with HTTP ${status}`);
+      else this.#o.log("warn", "session link refused", { session, lease, status });
+    });
+    ws.on("error", (e) => this.#o.log("debug", "session link error", { session, lease, error: e.message }));
+    ws.on("close", (code) => {
+      stopKeepAlive();
+      if (this.#ws !== ws || this.#ended) return;
+      if (code === LEASE_GONE_CODE) return this.#lost("the object ended the lease");
+      if (this.#giveUp === undefined) this.#armGiveUp(); // counts from the first drop, not each retry
+      this.#retry = setTimeout(() => this.#connect(), this.#backoff.next());
+    });
+  }
+
+  #armGiveUp(): void {
+    this.#giveUp = setTimeout(() => {
+      this.#lost(`the session object was unreachable for ${this.#o.giveUpMs ?? LINK_GIVE_UP_MS} ms`);
+    }, this.#o.giveUpMs ?? LINK_GIVE_UP_MS);
+  }
+
+  #lost(reason: string): void {
+    if (this.#ended) return;
+    this.#o.log("info", "session lease lost", { session: this.#o.session, lease: this.#o.lease, reason });
+    this.close(1000, "lease gone");
+    this.#o.onLost(reason);
+  }
+
+  #onMessage(ws: WebSocket, text: string): void {
+    if (isPong(text) || this.#ended || ws !== this.#ws) return;
+    const parsed = LinkDownSchema.safeParse(parseJson(text));
+    if (!parsed.success) {
+      return this.#o.log("warn", "invalid link message from object", { session: this.#o.session });
+    }
+    const m = parsed.data;
+    if (m.t === "ack") return this.#onAck(m.up);
+    if (m.seq <= this.#applied) return this.#queueAck(); // a resend of something applied
+    if (m.seq !== this.#applied + 1) {
+      this.#o.log("warn", "gap in link messages; redialling", { session: this.#o.session, expected: this.#applied + 1, got: m.seq });
+      return ws.terminate();
+    }
+    this.#applied = m.seq;
+    this.#queueAck();
+    try {
+      this.#o.onDown(m);
+    } catch (err) {
+      // A bug in a handler must not take the runner-host down with every other session.
+      this.#o.log("error", "link message handler failed", { session: this.#o.session, t: m.t, error: (err as Error).message });
+    }
+  }
+
+  #onAck(up: number): void {
+    if (up <= this.#acked) return;
+    this.#acked = up;
+    while (this.#unacked.length > 0 && this.#unacked[0]!.seq <= up) this.#unacked.shift();
+    for (const w of [...this.#ackWaiters]) if (w.seq <= up) w.resolve(true);
+  }
+
+  /** One cumulative ack per burst of down messages. */
+  #queueAck(): void {
+    if (this.#ackQueued) return;
+    this.#ackQueued = true;
+    queueMicrotask(() => {
+      this.#ackQueued = false;
+      this.#raw({ t: "ack", down: this.#applied });
+    });
+  }
+
+  #raw(m: LinkUp): void {
+    if (this.isOpen) this.#ws!.send(JSON.stringify(m));
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * One harness process as the pool sees it: the `HarnessProcess` client, the provider table it was
+ * started with (`init`), and what lives in it: resident sessions, opens in flight, running turns.
+ *
+ * Its provider table is fixed at start: a changed key means a new process (spec "Runner
+ * (harness)": idle runners using the old key are recycled), never `set_keys` on a shared one,
+ * because other sessions in it may still be mid-turn on the old key.
+ */
+import { HarnessProcess, type HarnessExit } from "./harness/harness-process.ts";
+import { OpenCommandSchema, type CommandInput, type ResolvedModel } from "./harness/protocol.ts";
+import type { ProviderGrant } from "../src/shared/runner-protocol.ts";
+import type { Logger } from "./log.ts";
+
+/** Time an idle process gets to exit on EOF before it is killed, ms: it has nothing to finish. */
+const STOP_GRACE_MS = 2_000;
+
+export type ProviderTable = Record<string, ProviderGrant>;
+
+/** A failed open: the harness message travels to the object as `open_failed` / `service_error`. */
+export class OpenError extends Error {
+  override name = "OpenError";
+}
+
+/** `expected`: the pool asked the process to stop; otherwise it crashed or was killed. */
+export type ExitListener = (p: PooledProcess, exit: HarnessExit, expected: boolean) => void;
+
+export type ProcessSpawn = {
+  harness: string;
+  command: readonly string[];
+  rootDir: string;
+  baseDir?: string;
+  log: Logger;
+};
+
+export class PooledProcess {
+  readonly harness: string;
+  readonly providers: ProviderTable;
+  /** Settles once the process said `ready` and accepted `init`; rejects with an OpenError. */
+  readonly ready: Promise<void>;
+  hp: HarnessProcess | undefined;
+  state: "starting" | "ready" | "stopping" | "gone" = "starting";
+  /** Sessions open in it (keys), opens in flight, running turns. */
+  readonly sessions = new Set<string>();
+  opening = 0;
+  running = 0;
+
+  constructor(spawn: ProcessSpawn, providers: ProviderTable, onExit: ExitListener) {
+    this.harness = spawn.harness;
+    this.providers = providers;
+    this.ready = this.#start(spawn, onExit);
+    this.ready.catch(() => {}); // observed by every open that awaits it
+  }
+
+  get pid(): number {
+    return this.hp?.pid ?? -1;
+  }
+
+  /** Resident + opening: what `max_shared` bounds. */
+  get load(): number {
+    return this.sessions.size + this.opening;
+  }
+
+  get usable(): boolean {
+    return this.state === "starting" || this.state === "ready";
+  }
+
+  /** True when this process calls the grant's provider with exactly that key and transport. */
+  matches(grant: ProviderGrant): boolean {
+    const p = this.providers[grant.prefix];
+    return p !== undefined && p.key === grant.key && p.base_url === grant.base_url && p.api === grant.api;
+  }
+
+  async open(key: string, cmd: Omit<CommandInput<"open">, "op" | "session">): Promise<ResolvedModel> {
+    // A command the harness would reject as a framing violation would kill every session in it.
+    const checked = OpenCommandSchema.safeParse({ id: "check", op: "open", session: key, ...cmd });
+    if (!checked.success) {
+      const issue = checked.error.issues[0]!;
+      if (issue.path[0] === "reasoning_effort") throw new OpenError(`reasoning effort ${JSON.stringify(cmd.reasoning_effort)} is unsupported`);
+      throw new OpenError(`the session cannot be opened: ${issue.path.join(".")}: ${issue.message}`);
+    }
+    await this.ready;
+    let res;
+    try {
+      res = await this.hp!.request({ op: "open", session: key, ...cmd });
+    } catch (err) {
+      throw new OpenError(`the harness process ended during open: ${(err as Error).message}`);
+    }
+    if (!res.ok) throw new OpenError(res.error.message);
+    this.sessions.add(key);
+    return res.result.model;
+  }
+
+  /** Frees the session in the harness. A refusal or a dead process changes nothing: it is off our books. */
+  async detach(key: string): Promise<void> {
+    this.sessions.delete(key);
+    if (this.state !== "ready") return;
+    await this.hp!.request({ op: "detach", session: key }).catch(() => {});
+  }
+
+  /** EOF (a clean exit), then SIGTERM/SIGKILL on the group if it lingers. */
+  async stop(): Promise<void> {
+    if (this.state === "gone") return;
+    this.state = "stopping";
+    this.sessions.clear();
+    await this.ready.catch(() => {});
+    const hp = this.hp;
+    if (!hp) return;
+    hp.endInput();
+    const timer = setTimeout(() => void hp.kill("killed", "did not exit on EOF"), STOP_GRACE_MS);
+    await hp.exited;
+    clearTimeout(timer);
+  }
+
+  async #start(spawn: ProcessSpawn, onExit: ExitListener): Promise<void> {
+    let hp: HarnessProcess;
+    try {
+      hp = await HarnessProcess.start({
+        command: spawn.command,
+        rootDir: spawn.rootDir,
+        baseDir: spawn.baseDir,
+        label: spawn.harness,
+        log: (rec) => relog(spawn.log, rec),
+      });
+    } catch (err) {
+      this.state = "gone";
+      onExit(this, { code: null, signal: null, reason: "spawn_failed", message: (err as Error).message }, false);
+      throw new OpenError(`harness ${spawn.harness} could not start: ${firstLine((err as Error).message)}`);
+    }
+    this.hp = hp;
+    hp.onExit((exit) => {
+      const expected = this.state === "stopping";
+      this.state = "gone";
+      onExit(this, exit, expected);
+    });
+    const providers = Object.fromEntries(
+      Object.values(this.providers).map((g) => [g.prefix, { key: g.key, base_url: g.base_url, api: g.api }]),
+    );
+    const res = await hp.request({ op: "init", protocol: 1, providers }).catch((err: Error) => err);
+    if (res instanceof Error || !res.ok) {
+      void hp.kill();
+      const why = res instanceof Error ? res.message : res.error.message;
+      throw new OpenError(`harness ${spawn.harness} refused init: ${firstLine(why)}`);
+    }
+    if (this.state === "starting") this.state = "ready";
+  }
+}
+
+function firstLine(s: string): string {
+  return s.split("\n", 1)[0]!;
+}
+
+/** How a process that was not asked to stop ended: the message its running turns fail with. */
+export function exitMessage(exit: HarnessExit): string {
+  if (exit.reason === "framing_violation") return `the harness process broke stdio framing and was killed: ${exit.message}`;
+  if (exit.reason === "fatal") return `the harness process failed: ${exit.message}`;
+  const how = exit.signal ? `signal ${exit.signal}` : `exit code ${exit.code}`;
+  return `the harness process crashed (${how})`;
+}
+
+/** HarnessProcess log records → our logger: level and msg lifted, the rest as flat fields. */
+function relog(log: Logger, rec: Record<string, unknown>): void {
+  const { level, msg, ...rest } = rec;
+  const fields: Record<string, string | number | boolean | null> = {};
+  for (const [k, v] of Object.entries(rest)) {
+    fields[k] = v === undefined || v === null ? null : typeof v === "object" ? JSON.stringify(v) : (v as string | number | boolean);
+  }
+  log(level === "debug" || level === "warn" || level === "error" ? level : "info", String(msg), fields);
+}

@@ -1,0 +1,197 @@
+/**
+ * The runner-host: one control socket to RunnerPool, one link per attached session, and the
+ * harness pool they share (ARCHITECTURE.md §1, §3).
+ *
+ * Owns: the attached sessions by object name, the newest provider grant per prefix, and the
+ * `limits.loaded` bookkeeping: an attach order past the limit drops the least recently used idle
+ * session; with none idle (or while draining) the order is refused and the pool told why.
+ * Idle sessions are detached from their harness process after `SESSION_IDLE_MS` (the last detach
+ * closes the process) and let go of entirely after `SESSION_DROP_MS`.
+ */
+import type { HostConfig } from "../src/shared/config-schema.ts";
+import { newId } from "../src/shared/ids.ts";
+import type { Capacity, ProviderGrant } from "../src/shared/runner-protocol.ts";
+import { ControlClient, type AttachOrder } from "./control.ts";
+import { HarnessPool } from "./harness-pool.ts";
+import { log as defaultLog, type Logger } from "./log.ts";
+import { SessionRunner } from "./session-runner.ts";
+import type { TurnEnd } from "./turn.ts";
+import type { HostTool, ToolEnv } from "./tools/types.ts";
+
+/**
+ * Idle time after which a session is detached from its harness process, ms. Five minutes covers
+ * a user reading an answer and typing the next message (the next turn stays warm), and still
+ * frees a process slot and its memory well before anyone would miss it.
+ */
+export const SESSION_IDLE_MS = 5 * 60_000;
+/**
+ * Idle time after which the runner-host lets go of a session entirely (`detached`), ms. Until
+ * then its native state stays cached here, so a re-open needs no round trip to the object.
+ */
+export const SESSION_DROP_MS = 30 * 60_000;
+/** How a turn running at shutdown ends (spec "Operational behaviour", "Session errors"). */
+const SHUTDOWN_END: TurnEnd = { status: "interrupted", error: { code: "conflict", message: "the service is shutting down" } };
+
+export type RunnerHostOptions = {
+  /** The service's base URL (`public_url` for `svc runner`, loopback for the local stack). */
+  baseUrl: string;
+  secret: string;
+  /** Stable across restarts of this runner-host (persisted by the caller). */
+  runnerId: string;
+  config: HostConfig;
+  /** Each harness process gets a private directory under this one. */
+  rootDir: string;
+  /** Relative harness command paths resolve here (default: the working directory). */
+  baseDir?: string;
+  /** Where tool bearer tokens (`token_env`) are read at call time. */
+  env?: ToolEnv;
+  log?: Logger;
+  sessionIdleMs?: number;
+  sessionDropMs?: number;
+  linkGiveUpMs?: number;
+};
+
+export class RunnerHost {
+  /** Random per process start: the pool learns that sessions of an older boot are gone. */
+  readonly boot = newId();
+  readonly pool: HarnessPool;
+  readonly #o: RunnerHostOptions;
+  readonly #log: Logger;
+  readonly #control: ControlClient;
+  readonly #hostTools: ReadonlyMap<string, HostTool>;
+  #sessions = new Map<string, SessionRunner>();
+  #grants = new Map<string, ProviderGrant>();
+  #draining: Promise<void> | undefined;
+  #sweep: NodeJS.Timeout | undefined;
+
+  constructor(o: RunnerHostOptions) {
+    this.#o = o;
+    this.#log = o.log ?? defaultLog;
+    this.#hostTools = new Map(o.config.tools.map((t) => [t.name, t]));
+    this.pool = new HarnessPool({
+      harnesses: o.config.harnesses,
+      activeLimit: o.config.limits.active,
+      rootDir: o.rootDir,
+      baseDir: o.baseDir,
+      log: this.#log,
+      grants: () => this.#grants.values(),
+      onChange: () => this.#control.statusChanged(),
+    });
+    this.#control = new ControlClient({
+      baseUrl: o.baseUrl,
+      secret: o.secret,
+      runnerId: o.runnerId,
+      boot: this.boot,
+      harnesses: Object.keys(o.config.harnesses),
+      log: this.#log,
+      state: () => ({ draining: this.draining, capacity: this.capacity() }),
+      onAttach: (order) => this.#onAttach(order),
+    });
+  }
+
+  get draining(): boolean {
+    return this.#draining !== undefined;
+  }
+  get connected(): boolean {
+    return this.#control.connected;
+  }
+
+  start(): void {
+    this.#control.start();
+    const idleMs = this.#o.sessionIdleMs ?? SESSION_IDLE_MS;
+    const dropMs = this.#o.sessionDropMs ?? SESSION_DROP_MS;
+    // Checked four times per idle period: a session leaves between 1 and 1.25 periods after its last use.
+    this.#sweep = setInterval(() => this.#sweepIdle(idleMs, dropMs), Math.max(10, Math.min(idleMs, dropMs) / 4));
+    this.#sweep.unref();
+  }
+
+  capacity(): Capacity {
+    const live = this.sessions();
+    return { loaded: live.length, loaded_limit: this.#o.config.limits.loaded, idle: live.filter((s) => s.idle).length };
+  }
+
+  /** Attached sessions that are not on their way out. */
+  sessions(): SessionRunner[] {
+    return [...this.#sessions.values()].filter((s) => !s.leaving);
+  }
+
+  session(name: string): SessionRunner | undefined {
+    return this.#sessions.get(name);
+  }
+
+  /**
+   * Stops taking attach orders, ends running turns as interrupted by shutdown (waiting, bounded,
+   * for the objects to ack them), detaches every session and stops the harness processes. The
+   * control socket stays up (the pool sees `draining`) until `stop`.
+   */
+  drain(): Promise<void> {
+    this.#draining ??= (async () => {
+      this.#log("info", "runner-host draining", { sessions: this.#sessions.size });
+      this.#control.statusChanged();
+      clearInterval(this.#sweep);
+      await Promise.all([...this.#sessions.values()].map((s) => s.shutdown("the runner-host is shutting down", SHUTDOWN_END)));
+      await this.pool.stop();
+    })();
+    return this.#draining;
+  }
+
+  async stop(): Promise<void> {
+    await this.drain();
+    this.#control.stop();
+  }
+
+  #onAttach(order: AttachOrder): void {
+    const { session, lease, harness } = order;
+    if (this.draining) return this.#refuse(order, "draining");
+    if (!Object.hasOwn(this.#o.config.harnesses, harness)) return this.#refuse(order, "unknown_harness");
+    const old = this.#sessions.get(session);
+    if (old && old.lease >= lease) {
+      if (old.lease > lease) this.#log("warn", "stale attach order ignored", { session, lease, current: old.lease });
+      return; // a repeated order for the lease it already holds
+    }
+    const live = this.sessions().filter((s) => s !== old);
+    if (live.length >= this.#o.config.limits.loaded) {
+      const victim = live.filter((s) => s.idle).sort((a, b) => a.lastUsed - b.lastUsed)[0];
+      if (!victim) return this.#refuse(order, "full");
+      void victim.shutdown("dropped to make room (limits.loaded)");
+    }
+    const s = new SessionRunner({
+      name: session,
+      lease,
+      harness,
+      link: { baseUrl: this.#o.baseUrl, secret: this.#o.secret, runnerId: this.#o.runnerId, giveUpMs: this.#o.linkGiveUpMs },
+      pool: this.pool,
+      hostTools: this.#hostTools,
+      toolEnv: this.#o.env ?? process.env,
+      publicUrl: this.#o.config.public_url,
+      log: this.#log,
+      noteGrant: (g) => this.#grants.set(g.prefix, g),
+      onChange: () => this.#control.statusChanged(),
+      onGone: (gone) => {
+        if (this.#sessions.get(gone.name) === gone) this.#sessions.delete(gone.name);
+        this.#control.statusChanged();
+      },
+    });
+    this.#sessions.set(session, s);
+    this.#control.statusChanged();
+    // A superseded lease leaves first: the same session must not be open twice in one harness.
+    if (old) void old.abandon("superseded by a newer lease").then(() => s.start());
+    else s.start();
+  }
+
+  #refuse(order: AttachOrder, reason: "full" | "draining" | "unknown_harness"): void {
+    this.#log("warn", "attach order refused", { session: order.session, lease: order.lease, reason });
+    this.#control.send({ type: "attach_refused", session: order.session, lease: order.lease, reason });
+    this.#control.statusChanged();
+  }
+
+  #sweepIdle(idleMs: number, dropMs: number): void {
+    const now = Date.now();
+    for (const s of this.sessions()) {
+      if (!s.idle) continue;
+      const idleFor = now - s.lastUsed;
+      if (idleFor >= dropMs) void s.shutdown(`idle for ${Math.round(idleFor / 1000)} s`);
+      else if (idleFor >= idleMs) void this.pool.evict(s);
+    }
+  }
+}

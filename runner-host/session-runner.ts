@@ -1,0 +1,268 @@
+/**
+ * One attached session on the runner-host: its link (one lease), its configuration and cached
+ * native state, and its turns, one at a time.
+ *
+ * Owns the session's native records (restored + appended): a session that left its harness
+ * process (eviction to make room, a recycle for a new key) is re-opened from them without asking
+ * the object. Leaving the runner-host (object `detach`, idle or LRU drop, harness crash, shutdown)
+ * ends with `detached`, acked or not within `DETACH_ACK_MS`, then the link closes.
+ */
+import type { LinkDown, ProviderGrant } from "../src/shared/runner-protocol.ts";
+import { STATE_FORMAT, type CommandInput, type Effort, type NativeRecord } from "./harness/protocol.ts";
+import { CancelledError, type HarnessPool, type PoolSession } from "./harness-pool.ts";
+import { SessionLink, type AppliedDown, type LinkOptions } from "./link.ts";
+import type { Logger } from "./log.ts";
+import type { ToolRoute } from "./turn-tools.ts";
+import { Turn, type TurnEnd } from "./turn.ts";
+import type { HostTool, ToolEnv } from "./tools/types.ts";
+
+/** How long `detached` may wait for its ack before the link closes anyway, ms. */
+const DETACH_ACK_MS = 5_000;
+/** How long a leaving session waits for its running turn to end before ending it itself, ms. */
+const LEAVE_TURN_MS = 5_000;
+
+type Open = Extract<LinkDown, { t: "open" }>;
+type Run = Extract<LinkDown, { t: "run" }>;
+
+export type SessionRunnerOptions = {
+  name: string;
+  lease: number;
+  harness: string;
+  link: Pick<LinkOptions, "baseUrl" | "secret" | "runnerId" | "giveUpMs">;
+  pool: HarnessPool;
+  hostTools: ReadonlyMap<string, HostTool>;
+  toolEnv: ToolEnv;
+  publicUrl: string;
+  log: Logger;
+  /** Records the newest grant per prefix, for processes started later. */
+  noteGrant(g: ProviderGrant): void;
+  /** Idle/busy or attached state changed (capacity). */
+  onChange(): void;
+  /** The session is no longer on this runner-host. */
+  onGone(s: SessionRunner): void;
+};
+
+export class SessionRunner implements PoolSession {
+  readonly name: string;
+  readonly lease: number;
+  readonly harness: string;
+  readonly link: SessionLink;
+  lastUsed = Date.now();
+  readonly #o: SessionRunnerOptions;
+  #open: Open | undefined;
+  #grant: ProviderGrant | undefined;
+  #records: NativeRecord[] = [];
+  #nativeLeft = 0;
+  #opened: Promise<string | undefined> | undefined; // undefined: ok; a string: why the open failed
+  #openSettled = false;
+  #runs: Run[] = [];
+  #turn: Turn | undefined;
+  #leaving: Promise<void> | undefined;
+  #override: TurnEnd | undefined;
+  #openAbort = new AbortController();
+
+  constructor(o: SessionRunnerOptions) {
+    this.#o = o;
+    this.name = o.name;
+    this.lease = o.lease;
+    this.harness = o.harness;
+    this.link = new SessionLink({
+      ...o.link,
+      session: o.name,
+      lease: o.lease,
+      log: o.log,
+      onDown: (m) => this.#onDown(m),
+      onLost: (reason) => void this.#leave(reason, false),
+    });
+  }
+
+  get key(): string {
+    return this.#open?.session_id ?? this.name;
+  }
+  /** Its open settled, nothing running or waiting, not leaving: what an LRU or idle drop may take. */
+  get idle(): boolean {
+    return this.#openSettled && this.#turn === undefined && this.#runs.length === 0 && !this.#leaving;
+  }
+  get leaving(): boolean {
+    return this.#leaving !== undefined;
+  }
+  get currentTurn(): Turn | undefined {
+    return this.#turn;
+  }
+
+  start(): void {
+    this.link.start();
+  }
+
+  grant(): ProviderGrant {
+    return this.#grant!;
+  }
+
+  openCommand(): Omit<CommandInput<"open">, "op" | "session"> {
+    const o = this.#open!;
+    return {
+      model: o.model,
+      ...(o.instructions !== undefined ? { instructions: o.instructions } : {}),
+      ...(o.reasoning_effort !== undefined ? { reasoning_effort: o.reasoning_effort as Effort } : {}),
+      tools: o.tools.map(({ name, description, input_schema }) => ({ name, description, input_schema })),
+      ...(this.#records.length > 0 ? { state: { format: STATE_FORMAT, v: 1, records: this.#records } } : {}),
+    };
+  }
+
+  harnessLost(message: string): void {
+    this.#turn?.end({ status: "failed", error: { code: "service_error", message } });
+    void this.#leave("the harness process exited", true);
+  }
+
+  /** Leaves the runner-host: the running turn ends with `override` (shutdown), then `detached`. */
+  shutdown(reason: string, override?: TurnEnd): Promise<void> {
+    if (override) this.#override ??= override;
+    return this.#leave(reason, true);
+  }
+
+  /** Leaves without telling the object (its lease was superseded). */
+  abandon(reason: string): Promise<void> {
+    return this.#leave(reason, false);
+  }
+
+  #onDown(m: AppliedDown): void {
+    switch (m.t) {
+      case "open":
+        if (this.#open) return this.#o.log("warn", "second open on one lease ignored", { session: this.name });
+        this.#open = m;
+        this.#setGrant(m.provider);
+        this.#nativeLeft = m.native_parts;
+        if (this.#nativeLeft === 0) this.#openInHarness();
+        return;
+      case "native":
+        if (this.#nativeLeft === 0) return this.#o.log("warn", "native part outside an open ignored", { session: this.name });
+        this.#records.push(...(m.records as NativeRecord[]));
+        if (--this.#nativeLeft === 0) this.#openInHarness();
+        return;
+      case "run":
+        if (this.#leaving) {
+          const end = this.#override ?? { status: "interrupted", error: { code: "conflict", message: "the session is leaving this runner-host" } };
+          return void this.link.send({ t: "turn_end", turn: m.turn, ...end });
+        }
+        this.#runs.push(m);
+        this.#o.onChange();
+        if (!this.#turn) void this.#nextTurn();
+        return;
+      case "interrupt":
+        return this.#interrupt(m.turn);
+      case "detach":
+        return void this.#leave(`detach requested: ${m.reason}`, true);
+    }
+  }
+
+  #setGrant(g: ProviderGrant): void {
+    this.#grant = g;
+    this.#o.noteGrant(g);
+  }
+
+  #openInHarness(): void {
+    this.#opened = this.#o.pool.open(this, this.#openAbort.signal).then(
+      () => {
+        this.link.send({ t: "opened" });
+        this.lastUsed = Date.now();
+        return undefined;
+      },
+      (err: Error) => {
+        if (!(err instanceof CancelledError)) this.link.send({ t: "open_failed", message: err.message });
+        return err.message;
+      },
+    );
+    void this.#opened.then(() => {
+      this.#openSettled = true;
+      this.#o.onChange();
+    });
+  }
+
+  #interrupt(turn: string): void {
+    if (this.#turn?.id === turn) return this.#turn.interrupt();
+    const i = this.#runs.findIndex((r) => r.turn === turn);
+    if (i < 0) return; // already ended: nothing to stop
+    const [run] = this.#runs.splice(i, 1);
+    this.link.send({ t: "turn_end", turn: run!.turn, status: "interrupted", error: { code: "conflict", message: "the turn was interrupted before it started" } });
+  }
+
+  async #nextTurn(): Promise<void> {
+    const run = this.#runs.shift();
+    if (!run) return;
+    this.#setGrant(run.provider);
+    const turn = new Turn({
+      turn: run.turn,
+      key: this.key,
+      link: this.link,
+      route: (name) => this.#route(name),
+      env: this.#o.toolEnv,
+      scope: { tenant_id: this.#open?.tenant ?? "", session_id: this.#open?.session_id ?? "", service_url: this.#o.publicUrl },
+      secret: this.#o.link.secret,
+      traceparent: run.traceparent,
+      acceptedAt: run.accepted_at,
+      log: this.#o.log,
+      onNative: (records) => this.#records.push(...(records as NativeRecord[])),
+    });
+    this.#turn = turn;
+    const failed = this.#opened ? await this.#opened : "the session was never opened";
+    if (failed !== undefined) {
+      turn.end({ status: "failed", error: { code: "service_error", message: failed } });
+    } else {
+      try {
+        const slot = await this.#o.pool.acquireTurn(this, turn.signal);
+        void turn.start(slot, run.text);
+        void turn.done.then(() => slot.release());
+      } catch (err) {
+        const cancelled = err instanceof CancelledError;
+        const error = cancelled
+          ? ({ code: "conflict", message: "the turn was interrupted before it started" } as const)
+          : ({ code: "service_error", message: (err as Error).message } as const);
+        turn.end({ status: cancelled ? "interrupted" : "failed", error });
+      }
+    }
+    await turn.done;
+    this.#turn = undefined;
+    this.lastUsed = Date.now();
+    this.#o.onChange();
+    if (this.#leaving) return;
+    void this.#nextTurn();
+  }
+
+  #route(name: string): ToolRoute {
+    const enabled = this.#open?.tools.some((t) => t.name === name);
+    if (!enabled) return { kind: "harness" };
+    const tool = this.#o.hostTools.get(name);
+    if (tool && tool.tenants.includes(this.#open!.tenant)) return { kind: "host", tool };
+    return { kind: "refused", message: `tool ${name} is not enabled for this session` };
+  }
+
+  /**
+   * Ends everything here. `tell`: the object still listens (send `detached` and wait for its
+   * ack); false when the lease is already gone.
+   */
+  #leave(reason: string, tell: boolean): Promise<void> {
+    this.#leaving ??= (async () => {
+      this.#o.onChange();
+      this.#openAbort.abort(); // an open still waiting for capacity is not wanted any more (a turn may wait on it)
+      const end: TurnEnd = this.#override ?? { status: "interrupted", error: { code: "conflict", message: "the turn was interrupted" } };
+      for (const run of this.#runs.splice(0)) this.link.send({ t: "turn_end", turn: run.turn, ...end });
+      const turn = this.#turn;
+      if (turn) {
+        turn.interrupt(end);
+        const timer = setTimeout(() => turn.end(end), LEAVE_TURN_MS);
+        await turn.done;
+        clearTimeout(timer);
+      }
+      await this.#opened;
+      await this.#o.pool.evict(this);
+      if (tell) {
+        this.link.send({ t: "detached", reason });
+        await this.link.waitAcked(DETACH_ACK_MS);
+      }
+      this.link.close(1000, "detached");
+      this.#o.log("info", "session detached", { session: this.name, lease: this.lease, reason });
+      this.#o.onGone(this);
+    })();
+    return this.#leaving;
+  }
+}

@@ -1,0 +1,79 @@
+/**
+ * What the runner-host's two kinds of outbound WebSocket (control and session links) share:
+ * dialling with the runner secret, reconnect backoff, and a keepalive that also notices a dead peer
+ * (a half-open TCP connection never reports `close` by itself).
+ */
+import WebSocket from "ws";
+import { PING, PONG } from "../src/shared/runner-protocol.ts";
+
+/** Keepalive interval, ms: well inside proxies' idle cut-offs (about 100 s at the edge). */
+export const PING_MS = 20_000;
+/** A socket that received nothing (not even a pong) for this long is dead, ms: two pings lost. */
+const DEAD_AFTER_MS = 2 * PING_MS + 5_000;
+/** Reconnect backoff bounds, ms: fast enough to ride out a deploy, slow enough not to hammer. */
+export const BACKOFF_MIN_MS = 100;
+export const BACKOFF_MAX_MS = 5_000;
+
+/** `ws(s)://<base><path>?<query>` with the runner secret as bearer (the Worker checks it). */
+export function dial(baseUrl: string, path: string, secret: string, query: Record<string, string> = {}): WebSocket {
+  const url = new URL(path, baseUrl);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+  const ws = new WebSocket(url, { headers: { Authorization: `Bearer ${secret}` } });
+  // A refused upgrade: hand the status to `onRefused` listeners, then end the attempt. Without
+  // `terminate` ws leaves the handshake open when someone listens for this event.
+  ws.on("unexpected-response", (_req, res) => {
+    res.resume();
+    ws.emit("refused", res.statusCode ?? 0);
+    ws.terminate();
+  });
+  return ws;
+}
+
+/** Exponential backoff with jitter, reset after a successful connection. */
+export class Backoff {
+  #next = BACKOFF_MIN_MS;
+
+  /** The delay before the next attempt, ms. */
+  next(): number {
+    const base = this.#next;
+    this.#next = Math.min(this.#next * 2, BACKOFF_MAX_MS);
+    // ±25 % jitter so a fleet of runner-hosts does not reconnect in lockstep after a deploy.
+    return Math.round(base * (0.75 + Math.random() / 2));
+  }
+
+  reset(): void {
+    this.#next = BACKOFF_MIN_MS;
+  }
+}
+
+/**
+ * Pings every `PING_MS` and terminates the socket when nothing arrived for `DEAD_AFTER_MS`.
+ * Returns a function that stops it (call it on close). Pongs are swallowed by the caller.
+ */
+export function keepAlive(ws: WebSocket): () => void {
+  let lastSeen = Date.now();
+  const seen = () => (lastSeen = Date.now());
+  ws.on("message", seen);
+  const timer = setInterval(() => {
+    if (Date.now() - lastSeen > DEAD_AFTER_MS) return ws.terminate();
+    if (ws.readyState === WebSocket.OPEN) ws.send(PING);
+  }, PING_MS);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    ws.off("message", seen);
+  };
+}
+
+export function isPong(text: string): boolean {
+  return text === PONG;
+}
+
+export function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,164 @@
+/**
+ * One turn of one session on the runner-host: from the object's `run` to `turn_end`.
+ *
+ * Maps harness events to link messages: `assistant.delta` → `delta` (coalesced),
+ * `assistant.message` → `assistant`, `state.append` → `native`, `tool.call`/`tool.result` →
+ * ./turn-tools.ts, `turn.end` → `turn_end`.
+ * Invariants: exactly one `turn_end`, sent after every `tool_result` of the turn; an override
+ * (shutdown, model fallback) decides the final status whatever the harness reports; a harness
+ * that does not end an interrupted turn within `INTERRUPT_GRACE_MS` is killed.
+ */
+import type { TurnEndEvent, SessionEvent } from "./harness/protocol.ts";
+import type { TurnSlot } from "./harness-pool.ts";
+import { DeltaBuffer } from "./delta-buffer.ts";
+import type { SessionLink } from "./link.ts";
+import type { Logger } from "./log.ts";
+import { TurnTools, type ToolRoute } from "./turn-tools.ts";
+import type { ToolEnv, ToolScope } from "./tools/types.ts";
+
+/** Time a harness gets to end a turn after `interrupt`, ms: pi aborts at once; more means hung. */
+export const INTERRUPT_GRACE_MS = 10_000;
+
+export type TurnEnd = Pick<TurnEndEvent, "status" | "error">;
+
+export type TurnOptions = {
+  turn: string;
+  key: string;
+  link: SessionLink;
+  route(name: string): ToolRoute;
+  env: ToolEnv;
+  scope: Omit<ToolScope, "call_id">;
+  secret: string;
+  traceparent?: string;
+  /** When the object accepted the message (ms since epoch). */
+  acceptedAt: number;
+  log: Logger;
+  /** Native records the harness appended, for the session's cache. */
+  onNative(records: unknown[]): void;
+};
+
+export class Turn {
+  readonly id: string;
+  /** Resolves once `turn_end` was handed to the link, with its seq. */
+  readonly done: Promise<number>;
+  readonly #o: TurnOptions;
+  readonly #abort = new AbortController();
+  readonly #deltas: DeltaBuffer;
+  #resolveDone!: (seq: number) => void;
+  #slot: TurnSlot | undefined;
+  #tools: TurnTools | undefined;
+  #unsubscribe = () => {};
+  #override: TurnEnd | undefined;
+  #ending = false;
+  #watchdog: NodeJS.Timeout | undefined;
+  /** Wall-clock ms of the run's start and of its first output, for the timing log. */
+  #startedAt: number | undefined;
+  #firstOutputAt: number | undefined;
+
+  constructor(o: TurnOptions) {
+    this.id = o.turn;
+    this.#o = o;
+    this.#deltas = new DeltaBuffer((text) => {
+      this.#firstOutputAt ??= Date.now();
+      o.link.sendLive({ t: "delta", turn: o.turn, text });
+    });
+    this.done = new Promise((r) => (this.#resolveDone = r));
+  }
+
+  /** Aborted by an interrupt: cancels the wait for capacity, and host tool calls in flight. */
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  /** Runs the turn in the granted slot. Events of the turn arrive only after the `run` response. */
+  async start(slot: TurnSlot, text: string): Promise<void> {
+    if (this.#ending) return;
+    this.#slot = slot;
+    this.#startedAt = Date.now();
+    const { hp } = slot;
+    this.#tools = new TurnTools({ ...this.#o, hp, signal: this.#abort.signal, beforeSend: () => this.#deltas.flush() });
+    this.#unsubscribe = hp.onEvent(this.#o.key, (e) => this.#onEvent(e));
+    const res = await hp.request({ op: "run", session: this.#o.key, turn: this.id, text }).catch((err: Error) => err);
+    if (res instanceof Error) return this.end({ status: "failed", error: { code: "service_error", message: res.message } });
+    if (!res.ok) {
+      return this.end({ status: "failed", error: { code: "service_error", message: `the harness refused the turn: ${res.error.message}` } });
+    }
+    if (this.#abort.signal.aborted) this.#interruptHarness(); // interrupted while `run` was on its way
+  }
+
+  /** Stops the turn: waiting → ends now; running → the harness is told and ends it. */
+  interrupt(override?: TurnEnd): void {
+    if (override) this.#override ??= override;
+    if (this.#ending) return;
+    this.#abort.abort();
+    if (this.#slot) this.#interruptHarness();
+  }
+
+  /** Ends the turn with this status (unless an override decided it): sends `turn_end` once. */
+  end(end: TurnEnd): void {
+    if (this.#ending) return;
+    this.#ending = true;
+    clearTimeout(this.#watchdog);
+    this.#unsubscribe();
+    this.#abort.abort(); // host calls still running have lost their turn
+    void this.#finish(this.#override ?? end);
+  }
+
+  async #finish(end: TurnEnd): Promise<void> {
+    await this.#tools?.settle();
+    this.#deltas.flush();
+    const seq = this.#o.link.send({ t: "turn_end", turn: this.id, ...end });
+    this.#resolveDone(seq);
+    // The figures behind svc.input.queue_delay and svc.assistant.first_output, measured here.
+    const since = (t: number | undefined) => (t === undefined ? null : t - this.#o.acceptedAt);
+    this.#o.log("info", "turn ended", {
+      status: end.status,
+      code: end.error?.code,
+      queue_delay_ms: since(this.#startedAt),
+      first_output_ms: since(this.#firstOutputAt),
+      duration_ms: since(Date.now()),
+    });
+  }
+
+  #interruptHarness(): void {
+    const { hp } = this.#slot!;
+    hp.request({ op: "interrupt", session: this.#o.key }).catch(() => {});
+    this.#watchdog ??= setTimeout(() => {
+      this.#o.log("error", "harness did not end an interrupted turn; killing it", { pid: hp.pid });
+      this.#override ??= { status: "interrupted", error: { code: "conflict", message: "the turn was interrupted" } };
+      void hp.kill("killed", `did not end an interrupted turn within ${INTERRUPT_GRACE_MS} ms`);
+    }, INTERRUPT_GRACE_MS);
+  }
+
+  #onEvent(e: SessionEvent): void {
+    if (e.turn !== this.id || this.#ending) return;
+    switch (e.type) {
+      case "assistant.delta":
+        return this.#deltas.push(e.text);
+      case "assistant.message": {
+        this.#deltas.flush();
+        const { text, usage, stop_reason, model } = e;
+        this.#firstOutputAt ??= Date.now();
+        this.#o.link.send({ t: "assistant", turn: this.id, text, usage, stop_reason });
+        const want = this.#slot!.model;
+        if (model.provider !== want.provider || model.id !== want.id) {
+          // Spec "Model availability": a fallback to another model fails the turn.
+          const message = `the harness answered with model ${model.provider}/${model.id} instead of ${want.provider}/${want.id}`;
+          this.interrupt({ status: "failed", error: { code: "service_error", message } });
+        }
+        return;
+      }
+      case "state.append":
+        this.#deltas.flush();
+        this.#o.link.send({ t: "native", records: e.records });
+        return this.#o.onNative(e.records);
+      case "tool.call":
+        this.#deltas.flush();
+        return this.#tools!.onCall(e.call);
+      case "tool.result":
+        return this.#tools!.onLocalResult(e.call_id, e.result);
+      case "turn.end":
+        return this.end({ status: e.status, ...(e.error ? { error: e.error } : {}) });
+    }
+  }
+}

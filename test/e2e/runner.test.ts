@@ -1,0 +1,186 @@
+/**
+ * The runner-host under stress on the real local stack: a dropped link mid-turn, key rotation,
+ * a killed harness process, a lost runner-host, capacity limits, and shutdown.
+ */
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
+import { call } from "../helpers/api.ts";
+import { openSse, type SseStream } from "../helpers/sse.ts";
+import { ROOT, secret, startStack, type Stack } from "../helpers/stack.ts";
+
+const env = { MANAGE: secret("runner-manage"), OPENAI_KEY: "sk-rotation-old" };
+let provider: ScriptedProvider;
+
+beforeAll(async () => {
+  provider = await startScriptedProvider();
+});
+afterAll(async () => {
+  await provider?.close();
+});
+
+const config = (limits: Record<string, number> = {}) => ({
+  tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
+  harnesses: { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } },
+  providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+  limits,
+});
+
+type S = { id: string; sse: SseStream };
+async function session(stack: Stack): Promise<S> {
+  const r = await call(stack.url, "POST", "/sessions", { token: env.MANAGE, body: { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } } });
+  return { id: r.body.id, sse: await openSse(`${stack.url}/sessions/${r.body.id}/events`, { token: env.MANAGE }) };
+}
+async function say(stack: Stack, s: S, text: string): Promise<string> {
+  const r = await call(stack.url, "POST", `/sessions/${s.id}/events`, { token: env.MANAGE, body: { type: "user.message", text } });
+  expect(r.status).toBe(202);
+  return r.body.id;
+}
+const statusFrame = (s: S, st: string) => s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === st);
+async function log(stack: Stack, id: string) {
+  const out: any[] = [];
+  for (let after = ""; ; ) {
+    const p = (await call(stack.url, "GET", `/sessions/${id}/events?limit=1000&after=${after}`, { token: env.MANAGE })).body;
+    if (p.events.length === 0) return out;
+    out.push(...p.events);
+    after = p.next_cursor;
+  }
+}
+const harnessPids = (stack: Stack) =>
+  stack.stderr().split("\n").filter((l) => l.includes('"msg":"harness process started"')).map((l) => JSON.parse(l).pid as number);
+
+describe("link and keys", () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({ config: config(), env });
+  });
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  it("a dropped link socket mid-turn: the turn goes on, no event is lost or doubled", async () => {
+    const s = await session(stack);
+    const m = await say(stack, s, "[[deltas 60 size=2]] [[delay 40]]");
+    await s.sse.waitFor((f) => f.event === "assistant.delta");
+    const mark = stack.mark();
+    // SIGHUP restarts the Worker runtime like a deploy: every socket drops, the runner-host redials.
+    stack.child.kill("SIGHUP");
+    await s.sse.ended;
+    await stack.waitForLog(/"msg":"worker reloaded"/, 30_000, mark);
+    const lastCursor = s.sse.frames.filter((f) => f.id).at(-1)!.id!;
+    const again = await openSse(`${stack.url}/sessions/${s.id}/events`, { token: env.MANAGE, lastEventId: lastCursor });
+    await again.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle", 30_000);
+    const events = await log(stack, s.id);
+    expect(events.map((e) => e.type)).toEqual(["user.message", "session.status", "assistant.message", "session.status"]);
+    expect(new Set(events.map((e) => e.id)).size).toBe(events.length);
+    expect(events[2].data.text).toBe(Array.from({ length: 60 }, (_, i) => String.fromCharCode(97 + (i % 26)).repeat(2)).join(""));
+    expect(events[3].input_id).toBe(m);
+    const seen = [...s.sse.frames, ...again.frames].filter((f) => f.id).map((f) => f.json.id);
+    expect(seen).toEqual(events.map((e) => e.id));
+    again.close();
+  });
+
+  it("a rotated provider key recycles the idle harness process before the next turn", async () => {
+    const s = await session(stack);
+    const first = await say(stack, s, "before rotation");
+    await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === first);
+    const pidsBefore = harnessPids(stack);
+    writeFileSync(path.join(stack.dir, "config.env"), "OPENAI_KEY=sk-rotation-new\n");
+    const mark = stack.mark();
+    stack.child.kill("SIGHUP");
+    await stack.waitForLog(/"msg":"worker reloaded"/, 30_000, mark);
+    const s2 = { id: s.id, sse: await openSse(`${stack.url}/sessions/${s.id}/events`, { token: env.MANAGE, lastEventId: s.sse.frames.filter((f) => f.id).at(-1)!.id }) };
+    const second = await say(stack, s2, "after rotation");
+    await s2.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === second, 30_000);
+    const req = provider.requests.filter((r) => JSON.stringify(r.body).includes("after rotation")).at(-1)!;
+    expect(req.headers.authorization).toBe("Bearer sk-rotation-new");
+    // The first request that carried this text is the first turn's (later ones repeat it as history).
+    const old = provider.requests.find((r) => JSON.stringify(r.body).includes("before rotation"))!;
+    expect(old.headers.authorization).toBe("Bearer sk-rotation-old");
+    const pidsAfter = harnessPids(stack);
+    expect(pidsAfter.length).toBeGreaterThan(pidsBefore.length);
+    expect(pidsBefore).not.toContain(pidsAfter.at(-1));
+    s2.sse.close();
+  });
+
+  it("kill -9 of a harness process mid-turn fails the turn with service_error", async () => {
+    const s = await session(stack);
+    const m = await say(stack, s, "[[hang]]");
+    await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "running");
+    await provider.waitForRequests(provider.requests.length);
+    const pid = harnessPids(stack).at(-1)!;
+    process.kill(pid, "SIGKILL");
+    await statusFrame(s, "failed");
+    const err = s.sse.frames.find((f) => f.event === "session.error")!.json;
+    expect(err).toMatchObject({ input_id: m, data: { code: "service_error" } });
+    expect(err.data.message).toMatch(/harness/);
+    // Resume and the session works again, in a new harness process.
+    await call(stack.url, "POST", `/sessions/${s.id}/resume`, { token: env.MANAGE });
+    const n = await say(stack, s, "alive again");
+    await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === n, 30_000);
+    s.sse.close();
+  });
+});
+
+describe("capacity", () => {
+  it("limits.active: a new turn waits while the only slot runs, and starts when it frees", async () => {
+    const stack = await startStack({ config: config({ active: 1, loaded: 4 }), env });
+    try {
+      const a = await session(stack);
+      const b = await session(stack);
+      await say(stack, a, "[[hang]]");
+      await statusFrame(a, "running");
+      const bm = await say(stack, b, "waiting for a slot");
+      // B waits: nothing runs for it while A holds the only slot. A's interrupt frees the slot.
+      expect(b.sse.frames.filter((f) => f.event === "session.status")).toHaveLength(0);
+      await call(stack.url, "POST", `/sessions/${a.id}/events`, { token: env.MANAGE, body: { type: "user.interrupt" } });
+      const interruptedAt = Date.parse((await statusFrame(a, "interrupted")).json.time);
+      const idle = await b.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === bm, 30_000);
+      const running = b.sse.frames.find((f) => f.event === "session.status" && f.json.data.status === "running")!;
+      expect(Date.parse(running.json.time)).toBeGreaterThanOrEqual(interruptedAt);
+      expect(idle).toBeDefined();
+      a.sse.close();
+      b.sse.close();
+    } finally {
+      await stack.stop();
+    }
+  });
+});
+
+describe("runner-host lost and shutdown", () => {
+  it("a runner-host lost mid-turn (the stack crashes and restarts): the turn fails with a clear message", async () => {
+    let stack = await startStack({ config: config(), env });
+    const s = await session(stack);
+    const m = await say(stack, s, "[[hang]]");
+    await statusFrame(s, "running");
+    await stack.crash();
+    stack = await startStack({ config: config(), env, dir: stack.dir });
+    try {
+      const again = await openSse(`${stack.url}/sessions/${s.id}/events`, { token: env.MANAGE });
+      await again.waitFor((f) => f.event === "session.status" && f.json.data.status === "failed", 30_000);
+      const err = again.frames.find((f) => f.event === "session.error")!.json;
+      expect(err).toMatchObject({ input_id: m, data: { code: "service_error" } });
+      expect(err.data.message).toMatch(/runner-host/);
+      again.close();
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  it("SIGTERM interrupts running turns, ends open streams, and exits within about 20 seconds", async () => {
+    const stack = await startStack({ config: config(), env });
+    const s = await session(stack);
+    const m = await say(stack, s, "[[hang]]");
+    await statusFrame(s, "running");
+    const stopped = stack.stop("SIGTERM");
+    await s.sse.ended;
+    const { code, ms } = await stopped;
+    expect(code).toBe(0);
+    expect(ms).toBeLessThan(20_000);
+    expect(s.sse.frames.slice(-2).map((f) => [f.event, f.json.data.code ?? f.json.data.status, f.json.input_id])).toEqual([
+      ["session.error", "conflict", m],
+      ["session.status", "interrupted", undefined],
+    ]);
+  });
+});

@@ -1,0 +1,133 @@
+/**
+ * The session link under a flaky object side: dropped sockets mid-turn, lost acks, duplicate and
+ * out-of-order down messages, refused upgrades and an ended lease.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import type { LinkUp } from "../../src/shared/runner-protocol.ts";
+import type { FakeSession } from "./runner-fake-service.ts";
+import { opened, Rig, SLOW, turnEnd } from "./runner-setup.ts";
+
+let rig: Rig | undefined;
+afterEach(async () => {
+  await rig?.stop();
+  rig = undefined;
+});
+
+/** Applied numbered seqs must be exactly 1..n. */
+function expectContiguous(fake: FakeSession): void {
+  const seqs = fake.ups.items.flatMap((m) => ("seq" in m ? [m.seq] : []));
+  expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+  expect(fake.errors).toEqual([]);
+}
+
+const count = (fake: FakeSession, t: LinkUp["t"]) => fake.ups.items.filter((m) => m.t === t).length;
+
+describe("runner-host session link", () => {
+  it("resends unacked messages after a dropped socket mid-turn; nothing lost or doubled; the turn completes", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-drop");
+    await opened(fake);
+    fake.autoAck = false; // acks "lost": everything of the turn stays unacked on the runner-host
+    const turn = rig.run(fake, `[[tool ${SLOW.name} {}]]`);
+    await fake.ups.find((m) => m.t === "tool_call" && m.turn === turn);
+    const held = await rig.tools.calls.next((c) => c.path === "/slow");
+    const unacked = rig.host.session("sess-drop")!.link.unacked;
+    expect(unacked).toBeGreaterThanOrEqual(4); // native(user), assistant, native(assistant), tool_call
+
+    fake.autoAck = true;
+    fake.ws!.terminate(); // a deploy, an object restart
+    const hello = await fake.hellos.nth(1);
+    expect(hello).toEqual({ t: "hello", down: 2 }); // open and run were applied
+    held.res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ content: [{ type: "text", text: "done" }] }));
+
+    const end = await turnEnd(fake, turn);
+    expect(end.status).toBe("completed");
+    expect(fake.duplicates).toBe(unacked); // each resent once, applied once
+    expectContiguous(fake);
+    expect([count(fake, "tool_call"), count(fake, "tool_result"), count(fake, "turn_end")]).toEqual([1, 1, 1]);
+  });
+
+  it("keeps what a turn produces while the object is unreachable and delivers it, in order, on reconnect", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-away");
+    await opened(fake);
+    const turn = rig.run(fake, `[[tool ${SLOW.name} {}]]`);
+    const held = await rig.tools.calls.next((c) => c.path === "/slow");
+    rig.svc.refuseLinks = 503;
+    fake.ws!.terminate();
+    await rig.svc.refused.nth(0);
+    // The tool answers and the turn ends while no socket is up.
+    held.res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ content: [{ type: "text", text: "late" }] }));
+    await rig.logs.find((l) => l.msg === "tool call finished");
+    await rig.svc.refused.nth(rig.svc.refused.items.length); // one more attempt refused after that
+    expect(rig.host.session("sess-away")!.link.isOpen).toBe(false);
+    rig.svc.refuseLinks = undefined;
+    const end = await turnEnd(fake, turn);
+    expect(end.status).toBe("completed");
+    expectContiguous(fake);
+    expect(count(fake, "tool_result")).toBe(1);
+  });
+
+  it("applies a repeated down message once and re-acks it", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-dup");
+    await opened(fake);
+    const turn = rig.run(fake, "once");
+    await turnEnd(fake, turn);
+    // The object resends the run (its ack got lost on its side): it must not run again.
+    const again = { t: "run", seq: 2, turn, text: "once", accepted_at: Date.now(), provider: rig.grant() };
+    fake.sendRaw(again);
+    const next = rig.run(fake, "second"); // seq 3
+    await turnEnd(fake, next);
+    expect(fake.ups.items.filter((m) => m.t === "turn_end" && m.turn === turn)).toHaveLength(1);
+    expect(rig.provider.requests).toHaveLength(2);
+    expect(fake.ackedDown).toBe(3);
+    expectContiguous(fake);
+  });
+
+  it("redials on a gap in down seqs and says in hello what it applied", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-gap");
+    await opened(fake);
+    fake.sendRaw({ t: "interrupt", seq: 9, turn: "f".repeat(32) });
+    expect(await fake.hellos.nth(1)).toEqual({ t: "hello", down: 1 });
+    const turn = rig.run(fake, "after the gap"); // seq 2 (the fake never recorded seq 9)
+    expect((await turnEnd(fake, turn)).status).toBe("completed");
+  });
+
+  it("drops the session when the object ends the lease with 4409, stopping its turn", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-4409");
+    await opened(fake);
+    const turn = rig.run(fake, "[[hang]]");
+    await rig.provider.waitForRequests(1);
+    expect(rig.host.session("sess-4409")!.currentTurn?.id).toBe(turn);
+    fake.ws!.close(4409, "lease gone");
+    await rig.logs.find((l) => l.msg === "session detached" && l.fields.session === "sess-4409");
+    expect(rig.host.session("sess-4409")).toBeUndefined();
+    expect(fake.sockets.items.filter((s) => s.open)).toHaveLength(1); // no redial
+    expect(rig.host.pool.active).toBe(0); // detached from its harness process
+  });
+
+  it("gives the lease up when the link upgrade is refused with 409", async () => {
+    rig = await Rig.start();
+    const control = await rig.svc.control();
+    control.send({ type: "attach", session: "sess-other", lease: 1, harness: "ref" }); // no such object
+    const lost = await rig.logs.find((l) => l.msg === "session lease lost" && l.fields.session === "sess-other");
+    expect(lost.fields.reason).toBe("link refused with HTTP 409");
+    await rig.logs.find((l) => l.msg === "session detached" && l.fields.session === "sess-other");
+    expect(rig.host.session("sess-other")).toBeUndefined();
+    expect(rig.svc.refused.items).toHaveLength(1); // no redial
+  });
+
+  it("gives the lease up when the object stays unreachable for linkGiveUpMs", async () => {
+    rig = await Rig.start({ host: { linkGiveUpMs: 300 } });
+    rig.svc.refuseLinks = 503;
+    await rig.svc.attach("sess-away");
+    const lost = await rig.logs.find((l) => l.msg === "session lease lost" && l.fields.session === "sess-away");
+    expect(lost.fields.reason).toMatch(/unreachable for 300 ms/);
+    expect(rig.svc.refused.items.length).toBeGreaterThanOrEqual(2); // it kept trying meanwhile
+    await rig.logs.find((l) => l.msg === "session detached" && l.fields.session === "sess-away");
+    expect(rig.host.session("sess-away")).toBeUndefined();
+  });
+});

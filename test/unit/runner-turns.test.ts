@@ -1,0 +1,291 @@
+/**
+ * RunnerHost end to end against a fake object side, the real reference harness and the scripted
+ * provider: control hello, attach, open, turns, tools, interrupts, crashes and key rotation.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { CapacitySchema, type LinkUp } from "../../src/shared/runner-protocol.ts";
+import { verifyInspectionToken } from "../../src/shared/inspection-token.ts";
+import { RUNNER_SECRET } from "./runner-fake-service.ts";
+import { alive, INSPECT, opened, Rig, SLOW, TOOL_TOKEN, turnEnd } from "./runner-setup.ts";
+
+let rig: Rig | undefined;
+afterEach(async () => {
+  await rig?.stop();
+  rig = undefined;
+});
+
+const kinds = (ms: LinkUp[]) => ms.map((m) => m.t);
+
+describe("runner-host turns", () => {
+  it("says hello with its boot and capacity, then runs a turn: delta*, assistant, native, turn_end in order", async () => {
+    rig = await Rig.start();
+    const control = await rig.svc.control();
+    const hello = control.messages.items[0]!;
+    expect(hello).toMatchObject({ type: "hello", protocol: 1, boot: rig.host.boot, harnesses: ["ref"], draining: false });
+    expect(hello.type === "hello" && CapacitySchema.parse(hello.capacity)).toEqual({ loaded: 0, loaded_limit: 1024, idle: 0 });
+
+    const t0 = performance.now();
+    const fake = await rig.open("sess-a");
+    expect(await fake.hellos.next()).toEqual({ t: "hello", down: 0 });
+    await opened(fake);
+    const turn = rig.run(fake, "[[deltas 40 size=4]] [[usage prompt=12 completion=40]]");
+    const end = await turnEnd(fake, turn);
+    const coldFirstDelta = firstDeltaMs(fake, turn, t0);
+    expect(end).toMatchObject({ status: "completed" });
+    expect(end.error).toBeUndefined();
+
+    const events = turnWindow(fake, turn);
+    const numbered = events.filter((m) => m.t !== "delta");
+    expect(kinds(numbered)).toEqual(["native", "assistant", "native", "turn_end"]);
+    const text = events.flatMap((m) => (m.t === "delta" ? [m.text] : [])).join("");
+    const assistant = numbered.find((m) => m.t === "assistant")!;
+    expect(assistant.t === "assistant" && assistant.text).toBe(text);
+    expect(text).toHaveLength(160);
+    // Deltas were coalesced: fewer socket messages than provider tokens, and all before the assistant message.
+    const deltaCount = events.filter((m) => m.t === "delta").length;
+    expect(deltaCount).toBeLessThan(40);
+    expect(events.findIndex((m) => m.t === "assistant")).toBeGreaterThan(events.findLastIndex((m) => m.t === "delta"));
+    expect(assistant).toMatchObject({ usage: { input_tokens: 12, output_tokens: 40 }, stop_reason: "stop" });
+    const records = numbered.flatMap((m) => (m.t === "native" ? m.records : [])) as { role: string }[];
+    expect(records.map((r) => r.role)).toEqual(["user", "assistant"]);
+    expect(fake.errors).toEqual([]);
+    expect(fake.duplicates).toBe(0);
+
+    // Warm: the session is resident, the process running.
+    const t1 = performance.now();
+    const turn2 = rig.run(fake, "[[deltas 3]] again");
+    await turnEnd(fake, turn2);
+    const warmFirstDelta = firstDeltaMs(fake, turn2, t1);
+    console.log(`runner-host first delta: cold ${coldFirstDelta.toFixed(0)} ms (attach+spawn+open+run), warm ${warmFirstDelta.toFixed(1)} ms`);
+
+    // The second turn's request carried the first turn's conversation.
+    const last = rig.provider.requests.at(-1)!;
+    expect(last.body.messages.map((m: { role: string }) => m.role)).toEqual(["system", "user", "assistant", "user"]);
+    expect(rig.host.capacity()).toEqual({ loaded: 1, loaded_limit: 1024, idle: 1 });
+  });
+
+  it("answers open_failed with the harness message for a model missing from the catalog", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-missing", { model: "openai/no-such-model" });
+    const m = await fake.ups.next((m) => m.t === "open_failed" || m.t === "opened");
+    expect(m).toMatchObject({ t: "open_failed" });
+    expect(m.t === "open_failed" && m.message).toMatch(/no-such-model/);
+    // A run after a failed open fails with the same reason, as a service error.
+    const turn = rig.run(fake, "hello");
+    expect(await turnEnd(fake, turn)).toMatchObject({ status: "failed", error: { code: "service_error" } });
+  });
+
+  it("answers open_failed saying the reasoning effort is unsupported", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-effort", { reasoning_effort: "high" });
+    const m = await fake.ups.next((m) => m.t === "open_failed" || m.t === "opened");
+    expect(m.t === "open_failed" && m.message).toMatch(/effort/i);
+  });
+
+  it("runs a host tool: tool_call (dispatched), progress, tool_result, with traceparent and bearer, then the turn goes on", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-tool");
+    await opened(fake);
+    const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const turn = rig.run(fake, `[[tool get_weather {"city":"Paris"}]]`, { traceparent });
+    const end = await turnEnd(fake, turn);
+    expect(end.status).toBe("completed");
+
+    const events = fake.turn(turn).filter((m) => m.t !== "delta");
+    const call = events.find((m) => m.t === "tool_call")!;
+    expect(call).toMatchObject({ t: "tool_call", call: { name: "get_weather", arguments: { city: "Paris" } }, dispatched: true });
+    const callId = call.t === "tool_call" ? call.call.id : "";
+    expect(callId).toMatch(/^[a-f0-9]{32}$/);
+    expect(kinds(events.filter((m) => m.t !== "native"))).toEqual(["assistant", "tool_call", "progress", "tool_result", "assistant", "turn_end"]);
+    expect(events.find((m) => m.t === "progress")).toEqual({ t: "progress", turn, call_id: callId, data: { step: 1 } });
+    expect(events.find((m) => m.t === "tool_result")).toMatchObject({ call_id: callId, result: { content: [{ type: "text", text: "sunny, 21 C" }] } });
+
+    const hit = rig.tools.calls.items[0]!;
+    expect(hit.headers.traceparent).toBe(traceparent);
+    expect(hit.headers.authorization).toBe(`Bearer ${TOOL_TOKEN}`);
+    expect(hit.body).toMatchObject({ call_id: callId, tool: "get_weather", arguments: { city: "Paris" }, scope: { tenant_id: "acme", call_id: callId } });
+    // The harness got the result: the follow-up request quotes it.
+    expect(JSON.stringify(rig.provider.requests.at(-1)!.body.messages)).toContain("sunny, 21 C");
+  });
+
+  it("gives an inspect_session tool the service URL and an inspection token for this session and call", async () => {
+    rig = await Rig.start();
+    const sessionId = "ab".repeat(16);
+    const fake = await rig.open("sess-inspect", { session_id: sessionId });
+    await opened(fake);
+    const turn = rig.run(fake, `[[tool ${INSPECT.name} {}]]`);
+    expect((await turnEnd(fake, turn)).status).toBe("completed");
+    const call = fake.ups.items.find((m) => m.t === "tool_call")!;
+    const callId = call.t === "tool_call" ? call.call.id : "";
+    const { scope } = rig.tools.calls.items[0]!.body;
+    expect(scope).toMatchObject({ tenant_id: "acme", session_id: sessionId, call_id: callId, service_url: rig.config.public_url });
+    const claims = await verifyInspectionToken(RUNNER_SECRET, scope.inspection_token);
+    expect(claims).toMatchObject({ t: "acme", s: sessionId, c: callId });
+    expect(claims!.e).toBeGreaterThan(Date.now() + 300_000); // timeout_seconds (300) + grace
+  });
+
+  it("refuses an enabled name no host tool serves, forwards the harness's own answer for an unknown one, and the turn goes on", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-unknown");
+    await opened(fake);
+    const turn = rig.run(fake, `[[tool orphan_tool {}]] [[tool not_a_tool {"x":1}]]`);
+    const end = await turnEnd(fake, turn);
+    expect(end.status).toBe("completed");
+    const events = fake.turn(turn);
+    const calls = events.filter((m) => m.t === "tool_call");
+    const results = events.filter((m) => m.t === "tool_result");
+    // pi answers the unknown name at once, so the two may come in either order.
+    expect(calls.map((c) => c.t === "tool_call" && [c.call.name, c.dispatched]).sort()).toEqual([
+      ["not_a_tool", false],
+      ["orphan_tool", false],
+    ]);
+    expect(results).toHaveLength(2);
+    const byCall = new Map(results.map((r) => (r.t === "tool_result" ? [r.call_id, r.result] : ["", null])));
+    const callIdOf = (name: string) => calls.flatMap((c) => (c.t === "tool_call" && c.call.name === name ? [c.call.id] : []))[0]!;
+    const [orphan, unknown] = [byCall.get(callIdOf("orphan_tool")), byCall.get(callIdOf("not_a_tool"))];
+    expect(orphan).toMatchObject({ is_error: true, content: [{ text: "tool orphan_tool is not enabled for this session" }] });
+    expect(orphan?.unknown_outcome).toBeUndefined();
+    expect(unknown).toMatchObject({ is_error: true });
+    expect(rig.tools.calls.items).toHaveLength(0);
+  });
+
+  it("interrupts a streaming turn: turn_end interrupted with conflict", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-int");
+    await opened(fake);
+    const turn = rig.run(fake, "[[deltas 2000]] [[delay 5]]");
+    await fake.ups.find((m) => m.t === "delta" && m.turn === turn);
+    fake.send({ t: "interrupt", turn });
+    const end = await turnEnd(fake, turn);
+    expect(end).toMatchObject({ status: "interrupted", error: { code: "conflict" } });
+    // Still usable: the next turn completes.
+    const next = rig.run(fake, "after");
+    expect((await turnEnd(fake, next)).status).toBe("completed");
+  });
+
+  it("interrupts a turn waiting on a host tool: the call gets one tool_result with unknown_outcome", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-int-tool");
+    await opened(fake);
+    const turn = rig.run(fake, `[[tool ${SLOW.name} {}]]`);
+    await rig.tools.calls.next((c) => c.path === "/slow");
+    fake.send({ t: "interrupt", turn });
+    const end = await turnEnd(fake, turn);
+    expect(end).toMatchObject({ status: "interrupted", error: { code: "conflict" } });
+    const events = fake.turn(turn);
+    const calls = events.filter((m) => m.t === "tool_call");
+    const results = events.filter((m) => m.t === "tool_result");
+    expect(calls).toHaveLength(1);
+    expect(results).toHaveLength(1);
+    expect(results[0]).toMatchObject({ result: { is_error: true, unknown_outcome: true } });
+    expect(events.indexOf(results[0]!)).toBeLessThan(events.indexOf(end));
+  });
+
+  it("fails the running turn with service_error when the harness process is killed, and detaches the session", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-kill");
+    await opened(fake);
+    const turn = rig.run(fake, "[[hang]]");
+    await rig.provider.waitForRequests(1);
+    const proc = rig.host.pool.processes("ref")[0]!;
+    process.kill(proc.pid, "SIGKILL");
+    const end = await turnEnd(fake, turn);
+    expect(end).toMatchObject({ status: "failed", error: { code: "service_error" } });
+    expect(end.error!.message).toMatch(/harness process crashed \(signal SIGKILL\)/);
+    expect(await fake.ups.find((m) => m.t === "detached")).toMatchObject({ reason: "the harness process exited" });
+    const closed = await fake.sockets.find((s) => !s.open);
+    expect(closed.code).toBe(1000);
+    expect(rig.host.session("sess-kill")).toBeUndefined();
+  });
+
+  it("recycles an idle process when the provider key changes: a new pid, the new key on the wire", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-key");
+    await opened(fake);
+    const t1 = rig.run(fake, "one");
+    await turnEnd(fake, t1);
+    const before = rig.host.pool.processes("ref")[0]!;
+    expect(rig.provider.requests.at(-1)!.headers.authorization).toBe("Bearer test-key-1");
+
+    const t2 = rig.run(fake, "two", { provider: rig.grant("test-key-2") });
+    expect((await turnEnd(fake, t2)).status).toBe("completed");
+    const after = rig.host.pool.processes("ref").filter((p) => p.state === "ready");
+    expect(after).toHaveLength(1);
+    expect(after[0]!.pid).not.toBe(before.pid);
+    await before.hp!.exited;
+    expect(alive(before.pid)).toBe(false);
+    const last = rig.provider.requests.at(-1)!;
+    expect(last.headers.authorization).toBe("Bearer test-key-2");
+    // Re-opened from the cached native state: the new process saw the first turn.
+    expect(last.body.messages.map((m: { role: string }) => m.role)).toEqual(["system", "user", "assistant", "user"]);
+  });
+
+  it("moves a session to a process with the new key when its own process is busy", async () => {
+    rig = await Rig.start({ harness: { max_active_turns: 2 } });
+    const a = await rig.open("sess-busy");
+    const b = await rig.open("sess-move");
+    await Promise.all([opened(a), opened(b)]);
+    const ta = rig.run(a, `[[tool ${SLOW.name} {}]]`);
+    const held = await rig.tools.calls.next((c) => c.path === "/slow");
+    const old = rig.host.pool.processes("ref")[0]!;
+
+    const tb = rig.run(b, "with the new key", { provider: rig.grant("test-key-2") });
+    expect((await turnEnd(b, tb)).status).toBe("completed");
+    expect(rig.provider.requests.at(-1)!.headers.authorization).toBe("Bearer test-key-2");
+    const moved = rig.host.pool.residentIn(rig.host.session("sess-move")!)!;
+    expect(moved.pid).not.toBe(old.pid);
+    expect(rig.host.pool.residentIn(rig.host.session("sess-busy")!)).toBe(old); // the running turn was not disturbed
+
+    held.res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ content: [{ type: "text", text: "ok" }] }));
+    expect((await turnEnd(a, ta)).status).toBe("completed");
+    expect(rig.provider.requests.at(-1)!.headers.authorization).toBe("Bearer test-key-1");
+  });
+
+  it("fails the turn with service_error when the harness breaks stdio framing", async () => {
+    rig = await Rig.start({ harness: { command: GARBLING_HARNESS } });
+    const fake = await rig.open("sess-garble");
+    await opened(fake);
+    const turn = rig.run(fake, "anything");
+    const end = await turnEnd(fake, turn);
+    expect(end).toMatchObject({ status: "failed", error: { code: "service_error" } });
+    expect(end.error!.message).toMatch(/harness process broke stdio framing/);
+    expect(await fake.ups.find((m) => m.t === "detached")).toMatchObject({ reason: "the harness process exited" });
+  });
+});
+
+/** Everything the object got for one turn, `native` (which names no turn) included. */
+function turnWindow(fake: import("./runner-fake-service.ts").FakeSession, turn: string): LinkUp[] {
+  const items = fake.ups.items;
+  const end = items.findIndex((m) => m.t === "turn_end" && m.turn === turn);
+  let start = end;
+  while (start > 0 && !["turn_end", "opened"].includes(items[start - 1]!.t)) start--;
+  return items.slice(start, end + 1);
+}
+
+/**
+ * A harness that says ready, accepts init and open, and answers `run` with a line that is not
+ * JSON: a stdio framing violation mid-turn.
+ */
+const GARBLING_HARNESS = [
+  "node",
+  "-e",
+  `const out = (m) => process.stdout.write(JSON.stringify(m) + "\\n");
+   out({ type: "ready", protocol: 1, engine: "garbler", max_line_bytes: 1 << 20 });
+   let buf = "";
+   process.stdin.on("data", (c) => {
+     buf += c;
+     for (let i; (i = buf.indexOf("\\n")) >= 0; ) {
+       const cmd = JSON.parse(buf.slice(0, i));
+       buf = buf.slice(i + 1);
+       if (cmd.op === "init") out({ type: "response", id: cmd.id, ok: true, result: { engine: "g", catalog: "g" } });
+       else if (cmd.op === "open") out({ type: "response", id: cmd.id, ok: true, result: { model: { provider: "openai", id: "gpt-4o-mini", api: "openai-completions", context_window: 1 }, thinking_level: "off", records: 0 } });
+       else if (cmd.op === "run") { out({ type: "response", id: cmd.id, ok: true, result: {} }); process.stdout.write("not json\\n"); }
+     }
+   });`,
+];
+
+function firstDeltaMs(fake: import("./runner-fake-service.ts").FakeSession, turn: string, since: number): number {
+  const at = fake.deltaTimes.get(turn);
+  if (at === undefined) throw new Error("no delta");
+  return at - since;
+}
