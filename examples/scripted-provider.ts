@@ -21,6 +21,8 @@
  *   [[finish REASON]]       finish_reason for a text reply (default `stop`; e.g. `length`)
  * Without directives the reply is `echo: <text>` in a few word-sized deltas (directives are
  * stripped from the echoed text).
+ * A request whose assistant tool calls are not all answered by tool messages is refused with 400,
+ * as the real API does, so tests catch an invalid transcript.
  * When the request's last message is a tool result, the reply quotes the trailing tool results
  * (`tool get_weather returned: {...}`) and only ttft/delay/usage still apply.
  *
@@ -100,6 +102,8 @@ export async function startScriptedProvider(opts: { host?: string; port?: number
     for (const w of waiters) w();
     if (req.method !== "POST" || req.url !== "/v1/chat/completions") return sendError(res, 404, `no route ${req.method} ${req.url}`);
     if (!body || typeof body !== "object" || !Array.isArray(body.messages)) return sendError(res, 400, "messages is required");
+    const orphan = orphanedToolCall(body.messages);
+    if (orphan) return sendError(res, 400, `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. Missing: ${orphan}`);
     await reply(res, body, buildScript(body.messages), n);
   }
 
@@ -132,6 +136,21 @@ export async function startScriptedProvider(opts: { host?: string; port?: number
       await new Promise<void>((r) => server.close(() => r()));
     },
   };
+}
+
+/**
+ * Like the real API, refuse a conversation whose assistant tool calls are not each answered by a
+ * tool message before the next non-tool message: a transcript with an orphaned call is invalid.
+ */
+function orphanedToolCall(messages: { role?: string; tool_calls?: { id?: string }[]; tool_call_id?: string }[]): string | undefined {
+  for (let i = 0; i < messages.length; i++) {
+    const calls = messages[i]?.role === "assistant" ? (messages[i]!.tool_calls ?? []) : [];
+    const answered = new Set<string>();
+    for (let j = i + 1; j < messages.length && messages[j]?.role === "tool"; j++) answered.add(messages[j]!.tool_call_id ?? "");
+    const missing = calls.find((c) => !answered.has(c.id ?? ""));
+    if (missing) return missing.id ?? "?";
+  }
+  return undefined;
 }
 
 function textOf(content: unknown): string {

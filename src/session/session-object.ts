@@ -26,8 +26,9 @@ import { Subscribers } from "./subscribers.ts";
 import { Turns } from "./turns.ts";
 import m0001 from "../../migrations/session/0001_init.sql";
 import m0002 from "../../migrations/session/0002_turns.sql";
+import m0003 from "../../migrations/session/0003_ended_calls.sql";
 
-const MIGRATIONS = [m0001, m0002];
+const MIGRATIONS = [m0001, m0002, m0003];
 
 /** Retry delay for a tenant-index push that failed, ms. Only armed while the index is behind. */
 const INDEX_RETRY_MS = 2_000;
@@ -329,8 +330,8 @@ export class SessionObject extends DurableObject<Env> {
 
   #requireOpenCall(call: string | undefined): void {
     if (call === undefined) return;
-    const open = this.ctx.storage.sql.exec("SELECT 1 FROM open_calls WHERE call_id = ?", call).toArray().length > 0;
-    if (!open) throw unauthorized("the inspection token's tool call has ended");
+    const ended = this.ctx.storage.sql.exec("SELECT 1 FROM ended_calls WHERE call_id = ?", call).toArray().length > 0;
+    if (ended) throw unauthorized("the inspection token's tool call has ended");
   }
 
   async #armAlarm(at: number): Promise<void> {

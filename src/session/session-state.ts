@@ -175,6 +175,7 @@ export class SessionState {
         };
         if (c.dispatched) result.unknown_outcome = true;
         events.push(this.append({ type: "tool.result", data: { call_id: c.call_id, result }, input_id: c.input_id }, now));
+        sql.exec("INSERT OR IGNORE INTO ended_calls (call_id) VALUES (?)", c.call_id);
       }
       sql.exec("DELETE FROM open_calls");
       const inputs = sql.exec<{ event_id: string; state: string }>("SELECT event_id, state FROM inputs ORDER BY state = 'running' DESC, seq").toArray();

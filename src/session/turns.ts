@@ -118,6 +118,7 @@ export class Turns {
         const open = this.#sql.exec("SELECT 1 FROM open_calls WHERE call_id = ?", m.call_id).toArray().length > 0;
         if (!open || m.turn !== turn) return { events: [] };
         this.#sql.exec("DELETE FROM open_calls WHERE call_id = ?", m.call_id);
+        this.#sql.exec("INSERT OR IGNORE INTO ended_calls (call_id) VALUES (?)", m.call_id);
         return { events: [this.#s.append({ type: "tool.result", data: { call_id: m.call_id, result: m.result }, input_id: turn }, now)] };
       }
       case "turn_end":

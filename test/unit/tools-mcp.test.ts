@@ -3,64 +3,25 @@
  * stateful), plus a small raw node:http peer for what that server cannot show: the headers a call
  * carries, and a connection dropped in the middle of `tools/call`.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import http from "node:http";
 import net from "node:net";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { freePort, startEverything, type Everything } from "../helpers/mcp-everything.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { executeHostTool } from "../../runner-host/tools/dispatch.ts";
 import type { HostTool, ToolCallContext, ToolResult } from "../../runner-host/tools/types.ts";
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const EVERYTHING = path.join(ROOT, "node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-/** How long server-everything may take to listen, ms (about 0.7 s measured; test-peers.md §1). */
-const START_DEADLINE_MS = 15_000;
 const TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
-let everything: ChildProcess;
+let everything: Everything;
 let mcpUrl = "";
 
-async function freePort(host?: string): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((resolve) => s.listen(0, host, resolve));
-  const { port } = s.address() as net.AddressInfo;
-  await new Promise((resolve) => s.close(resolve));
-  return port;
-}
-
 beforeAll(async () => {
-  // It binds all interfaces (`app.listen(PORT)`), so the free port is taken from all interfaces too.
-  const port = await freePort();
-  everything = spawn(process.execPath, [EVERYTHING, "streamableHttp"], {
-    env: { ...process.env, PORT: String(port) },
-    // stdout logs every request; nothing reads it. The listening line goes to stderr.
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  await new Promise<void>((resolve, reject) => {
-    let log = "";
-    const timer = setTimeout(() => reject(new Error(`server-everything not listening after ${START_DEADLINE_MS} ms:\n${log}`)), START_DEADLINE_MS);
-    everything.stderr!.on("data", (chunk: Buffer) => {
-      log += chunk.toString();
-      if (/listening on port/.test(log)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    everything.on("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`server-everything exited with ${code}:\n${log}`));
-    });
-  });
-  everything.stderr!.resume();
-  mcpUrl = `http://127.0.0.1:${port}/mcp`;
+  everything = await startEverything();
+  mcpUrl = everything.url;
 });
 
 afterAll(async () => {
-  if (everything?.pid === undefined || everything.exitCode !== null) return;
-  const exited = new Promise((resolve) => everything.once("exit", resolve));
-  process.kill(everything.pid, "SIGTERM");
-  await exited;
+  await everything?.stop();
 });
 
 function mcpTool(mcp_tool: string, overrides: Partial<HostTool> = {}): HostTool {
