@@ -1,0 +1,54 @@
+/**
+ * Readiness and shutdown in the Worker (spec "Health", "Operational behaviour"): ready only while
+ * a runner-host that is not draining is connected; while every runner-host drains, new work gets
+ * `429 overloaded` with `Retry-After: 1` and readiness `503`.
+ */
+import { describe, expect, it } from "vitest";
+import { RUNNER_PROTOCOL } from "../../src/shared/runner-protocol.ts";
+import { POOL_NAME } from "../../src/runner/pool-name.ts";
+import { api, createBody, env } from "./helpers.ts";
+
+const capacity = { loaded: 0, loaded_limit: 16, idle: 0 };
+
+/** A runner-host's control socket, opened straight on the pool, answered by `welcome`. */
+async function connectRunner(draining: boolean): Promise<WebSocket> {
+  const res = await env.RUNNERS.getByName(POOL_NAME).fetch("https://pool/control", { headers: { Upgrade: "websocket" } });
+  const ws = res.webSocket!;
+  ws.accept();
+  const welcome = new Promise<void>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error("no welcome from the pool")), 5_000);
+    ws.addEventListener("message", (e) => {
+      if (JSON.parse(e.data as string).type === "welcome") (clearTimeout(t), resolve());
+    });
+  });
+  ws.send(JSON.stringify({ type: "hello", protocol: RUNNER_PROTOCOL, runner_id: "a".repeat(32), boot: "b".repeat(32), harnesses: ["pi"], draining, capacity }));
+  await welcome;
+  return ws;
+}
+
+describe("readiness and draining", () => {
+  it("is not ready without a runner-host, and new work gets 429 while every runner-host drains", async () => {
+    const none = await api("/health/ready", { token: "" });
+    expect(none.status).toBe(503);
+    expect(await none.json()).toEqual({ status: "not_ready" });
+
+    const ws = await connectRunner(true);
+    const ready = await api("/health/ready", { token: "" });
+    expect(ready.status).toBe(503);
+    const create = await api("/sessions", { method: "POST", body: JSON.stringify(createBody()) });
+    expect(create.status).toBe(429);
+    expect(create.headers.get("Retry-After")).toBe("1");
+    expect(((await create.json()) as { error: { code: string } }).error.code).toBe("overloaded");
+    // Reads still work while draining.
+    expect((await api("/sessions")).status).toBe(200);
+    // Live is live.
+    expect((await api("/health/live", { token: "" })).status).toBe(200);
+
+    // A runner-host that is not draining makes the service ready again (its welcome means the
+    // pool has recorded its hello).
+    const fresh = await connectRunner(false);
+    expect((await api("/health/ready", { token: "" })).status).toBe(200);
+    fresh.close();
+    ws.close();
+  });
+});
