@@ -21,6 +21,8 @@ const stack = await startStack({
     limits: { queue: 1024 },
   },
   env,
+  // No runner-host: messages stay queued, so the log grows with user.message events only.
+  runner: false,
 });
 const auth = { Authorization: `Bearer ${env.TOKEN}`, "Content-Type": "application/json" };
 const post = (path: string, body: unknown): Promise<any> => fetch(`${stack.url}${path}`, { method: "POST", headers: auth, body: JSON.stringify(body) }).then((r) => r.json());

@@ -14,6 +14,8 @@ import { encodeEvent, KEEPALIVE } from "./sse.ts";
 /** Spec "SSE keepalive and write deadline": 15 s each. */
 export const KEEPALIVE_MS = 15_000;
 export const WRITE_DEADLINE_MS = 15_000;
+/** Replay batches buffered ahead of the client: two keeps the log read and the client busy at once. */
+const REPLAY_AHEAD = 2;
 /** Per-event overhead the budget adds to the data length, bytes (spec). */
 export const EVENT_OVERHEAD_BYTES = 256;
 
@@ -32,6 +34,16 @@ export type SubscribeStub = {
 };
 
 type Pending = { at: number; cost: number; live: boolean };
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
 
 export async function openSessionStream(
   stub: SubscribeStub,
@@ -53,6 +65,14 @@ export async function openSessionStream(
   const pending: Pending[] = [];
   let lastWrite = Date.now();
   let done = false;
+
+  let replaying = 0;
+  let asked = true;
+  const askMore = (more: boolean) => {
+    if (!more || done || asked || replaying >= REPLAY_AHEAD) return;
+    asked = true;
+    ws.send(MORE);
+  };
 
   const finish = (graceful: boolean) => {
     if (done) return;
@@ -98,14 +118,28 @@ export async function openSessionStream(
     const msg = JSON.parse(typeof m.data === "string" ? m.data : new TextDecoder().decode(m.data)) as SubscribeDown;
     // Closing the writer flushes what is queued first, so the final events reach the client.
     if (msg.t === "end") return finish(true);
-    const live = msg.t === "live";
+    if (msg.t === "replay") {
+      // A replay batch is one write (it never counts against the live budgets). The next batch is
+      // asked for while this one is being written, so reading the log overlaps with the client
+      // taking it; at most REPLAY_AHEAD batches are ever buffered.
+      asked = false;
+      replaying += 1;
+      if (msg.events.length > 0) {
+        void write(concat(msg.events.map((e) => encodeEvent(e).bytes)), 0, false).then(() => {
+          replaying -= 1;
+          askMore(!msg.live);
+        });
+      } else {
+        replaying -= 1;
+      }
+      return askMore(!msg.live);
+    }
     // Judge what piled up before this message: a burst the client is still taking is not a backlog.
-    if (live && overBudget()) return finish(false);
-    const writes = msg.events.map((e) => {
+    if (overBudget()) return finish(false);
+    for (const e of msg.events) {
       const f = encodeEvent(e);
-      return write(f.bytes, f.dataLength + EVENT_OVERHEAD_BYTES, live);
-    });
-    if (msg.t === "replay" && !msg.live) Promise.all(writes).then(() => !done && ws.send(MORE));
+      void write(f.bytes, f.dataLength + EVENT_OVERHEAD_BYTES, true);
+    }
   });
   // The client went away: workerd cancels the response body, which errors the writable side. (Behind
   // the local stack's proxy that is only seen at the next write: a keepalive at the latest.)

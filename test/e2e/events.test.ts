@@ -26,7 +26,7 @@ function config(limits: Record<string, number>) {
 let stack: Stack;
 beforeAll(async () => {
   stack = await startStack({
-    config: config({ input_bytes: MiB, queue: 64, subscribers: 3, subscriber_events: 4, subscriber_bytes: 8 * MiB }),
+    config: config({ input_bytes: MiB, queue: 64, subscribers: 3, subscriber_events: 64, subscriber_bytes: 8 * MiB }),
     env,
     runner: false,
   });
