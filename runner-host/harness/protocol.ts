@@ -247,12 +247,7 @@ export type FatalEvent = z.infer<typeof FatalEventSchema>;
 export const HarnessOutputSchema = z.discriminatedUnion("type", [
   ReadyEventSchema,
   FatalEventSchema,
-  AssistantDeltaEventSchema,
-  AssistantMessageEventSchema,
-  ToolCallEventSchema,
-  ToolResultEventSchema,
-  StateAppendEventSchema,
-  TurnEndEventSchema,
+  ...SessionEventSchema.options,
   ResponseSchema,
 ]);
 export type HarnessOutput = z.infer<typeof HarnessOutputSchema>;
