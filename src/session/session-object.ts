@@ -228,7 +228,20 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async #applyRunner(ws: WebSocket, m: Extract<ReturnType<typeof LinkUpSchema.parse>, { seq: number }>): Promise<void> {
-    const applied = this.#turns.apply(m, now());
+    const { limits } = (await getRuntime(this.env)).config;
+    let applied;
+    try {
+      applied = this.#turns.apply(m, now(), limits.session_bytes);
+    } catch (e) {
+      // A local write failure (a record over 4 MiB, a full log, storage trouble): the turn fails
+      // and the message counts as applied, so the runner-host's resend is not retried forever.
+      log("error", "could not record a runner message", { session_id: this.#state.row()?.id, t: m.t, error: String(e) });
+      this.ctx.storage.sql.exec("UPDATE session SET up_seq = MAX(up_seq, ?)", m.seq);
+      this.#link.ackUp(ws, m.seq);
+      this.#loseRunner(`local write failure: ${e instanceof Error ? e.message : String(e)}`);
+      await this.#afterChange();
+      return;
+    }
     if (applied === "gap") return ws.close(1008, "link sequence gap");
     this.#link.ackUp(ws, Math.min(m.seq, this.#state.require().up_seq));
     if (applied === "duplicate") return;

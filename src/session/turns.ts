@@ -13,6 +13,12 @@ import type { LinkUp } from "../shared/runner-protocol.ts";
 import type { LoggedEvent } from "./event-log.ts";
 import type { ErrorData, SessionState } from "./session-state.ts";
 
+/**
+ * Log space kept free for the events that end work (one error per input, at most 1024 queued, and a
+ * status), bytes: a turn's own events fail it before they could crowd those out.
+ */
+const TERMINAL_RESERVE = 1024 * 1024;
+
 export type RunningInput = { event_id: string; text: string; traceparent: string | null; accepted_at: string };
 
 type Numbered = Extract<LinkUp, { seq: number }>;
@@ -68,14 +74,22 @@ export class Turns {
     return { id: newId(), type: m.t === "delta" ? "assistant.delta" : "tool.progress", time: now, data, input_id: m.turn };
   }
 
-  /** Applies one numbered runner message exactly once (resends at or below `up_seq` are skipped). */
-  apply(m: Numbered, now: string): Applied | "duplicate" | "gap" {
+  /**
+   * Applies one numbered runner message exactly once (resends at or below `up_seq` are skipped).
+   * Throws (and changes nothing) when the turn's events would not fit: past `sessionBytes` less
+   * TERMINAL_RESERVE, or a record over 4 MiB.
+   */
+  apply(m: Numbered, now: string, sessionBytes: number): Applied | "duplicate" | "gap" {
     return this.#s.storage.transactionSync(() => {
       const row = this.#s.require();
       if (m.seq <= row.up_seq) return "duplicate";
       if (m.seq !== row.up_seq + 1) return "gap";
       this.#sql.exec("UPDATE session SET up_seq = ?", m.seq);
-      return this.#applyOne(m, now);
+      const applied = this.#applyOne(m, now);
+      if (this.#s.require().log_bytes > sessionBytes - TERMINAL_RESERVE) {
+        throw new Error(`the session's event log would pass limits.session_bytes (${sessionBytes})`);
+      }
+      return applied;
     });
   }
 

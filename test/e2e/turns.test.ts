@@ -158,6 +158,30 @@ describe("turns", () => {
     s.sse.close();
   });
 
+  it("a local write failure (an assistant message over the 4 MiB record cap) fails the turn with service_error", async () => {
+    const s = await session();
+    // 5 MB of deltas in a burst may overrun this stream's budget: read the outcome from the log.
+    s.sse.close();
+    const mark = stack.mark();
+    const m = await say(s, "[[deltas 5000 size=1000]]");
+    await stack.waitForLog(/"msg":"could not record a runner message"/, 30_000, mark);
+    const events = (await call(stack.url, "GET", `/sessions/${s.id}/events`, { token: env.MANAGE })).body.events;
+    expect(events.map((e: { type: string; data: { status?: string; code?: string } }) => `${e.type}:${e.data.status ?? e.data.code ?? ""}`)).toEqual([
+      "user.message:",
+      "session.status:running",
+      "session.error:service_error",
+      "session.status:failed",
+    ]);
+    expect(events[2]).toMatchObject({ input_id: m.id });
+    expect(events[2].data.message).toMatch(/local write failure/);
+    s.sse = await openSse(`${stack.url}/sessions/${s.id}/events?after=${events.at(-1).cursor}`, { token: env.MANAGE });
+    // Resume and the session works again.
+    await call(stack.url, "POST", `/sessions/${s.id}/resume`, { token: env.MANAGE });
+    const n = await say(s, "small again");
+    await status(s, "idle", n.id);
+    s.sse.close();
+  });
+
   it("a tool call with no enabled tool behind it gets an error result and the turn goes on", async () => {
     const s = await session();
     const m = await say(s, '[[tool lookup {"q":"x"}]]');
