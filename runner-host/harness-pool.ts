@@ -21,6 +21,7 @@ import type { HarnessExit, HarnessProcess } from "./harness/harness-process.ts";
 import type { CommandInput, ResolvedModel } from "./harness/protocol.ts";
 import type { Logger } from "./log.ts";
 import { exitMessage, OpenError, PooledProcess, type ProviderTable } from "./pooled-process.ts";
+import { telemetry } from "./telemetry.ts";
 
 /** What the pool needs from a session; `SessionRunner` implements it. */
 export interface PoolSession {
@@ -35,8 +36,8 @@ export interface PoolSession {
   harnessLost(message: string): void;
 }
 
-/** A granted turn: run it on `hp`, call `release` exactly when it ended. */
-export type TurnSlot = { hp: HarnessProcess; model: ResolvedModel; release(): void };
+/** A granted turn: run it on `hp` (a process of `harness`), call `release` exactly when it ended. */
+export type TurnSlot = { hp: HarnessProcess; harness: string; model: ResolvedModel; release(): void };
 
 export class CancelledError extends Error {
   override name = "CancelledError";
@@ -197,13 +198,14 @@ export class HarnessPool {
       void this.#detach(e.s).finally(() => this.#idle(e));
       return;
     }
-    if (!e.turn) return this.#finish(e, { hp: p.hp!, model: r.model!, release: () => {} });
+    if (!e.turn) return this.#finish(e, { hp: p.hp!, harness: p.harness, model: r.model!, release: () => {} });
     if (p.running >= this.#o.harnesses[p.harness]!.max_active_turns) return;
     p.running++;
     r.turn = true;
     let released = false;
     this.#finish(e, {
       hp: p.hp!,
+      harness: p.harness,
       model: r.model!,
       release: () => {
         if (released) return;
@@ -308,7 +310,10 @@ export class HarnessPool {
     );
     this.#procs.set(harness, [...(this.#procs.get(harness) ?? []), p]);
     p.ready.then(
-      () => this.#o.log("info", "harness process started", { harness, pid: p.pid, startup_ms: Math.round(p.hp!.startupMs) }),
+      () => {
+        telemetry().runnerStartup(harness, p.hp!.startupMs);
+        this.#o.log("info", "harness process started", { harness, pid: p.pid, startup_ms: Math.round(p.hp!.startupMs) });
+      },
       () => {},
     );
     return p;

@@ -15,6 +15,7 @@ import { ControlClient, type AttachOrder } from "./control.ts";
 import { HarnessPool } from "./harness-pool.ts";
 import { log as defaultLog, type Logger } from "./log.ts";
 import { SessionRunner } from "./session-runner.ts";
+import { initTelemetry, type Telemetry } from "./telemetry.ts";
 import type { TurnEnd } from "./turn.ts";
 import type { HostTool, ToolEnv } from "./tools/types.ts";
 
@@ -43,7 +44,7 @@ export type RunnerHostOptions = {
   rootDir: string;
   /** Relative harness command paths resolve here (default: the working directory). */
   baseDir?: string;
-  /** Where tool bearer tokens (`token_env`) are read at call time. */
+  /** Where tool bearer tokens (`token_env`) are read at call time, and `OTEL_EXPORTER_OTLP_*` at start. */
   env?: ToolEnv;
   log?: Logger;
   sessionIdleMs?: number;
@@ -63,6 +64,7 @@ export class RunnerHost {
   #grants = new Map<string, ProviderGrant>();
   #draining: Promise<void> | undefined;
   #sweep: NodeJS.Timeout | undefined;
+  #telemetry: Telemetry | undefined;
 
   constructor(o: RunnerHostOptions) {
     this.#o = o;
@@ -97,6 +99,7 @@ export class RunnerHost {
   }
 
   start(): void {
+    this.#telemetry = initTelemetry(this.#o.env ?? process.env, this.#log);
     this.#control.start();
     const idleMs = this.#o.sessionIdleMs ?? SESSION_IDLE_MS;
     const dropMs = this.#o.sessionDropMs ?? SESSION_DROP_MS;
@@ -138,6 +141,7 @@ export class RunnerHost {
   async stop(): Promise<void> {
     await this.drain();
     this.#control.stop();
+    await this.#telemetry?.shutdown(); // exports what the last turns recorded; never throws
   }
 
   #onAttach(order: AttachOrder): void {

@@ -14,6 +14,7 @@ import type { HarnessProcess } from "./harness/harness-process.ts";
 import type { ToolResult } from "./harness/protocol.ts";
 import type { SessionLink } from "./link.ts";
 import type { Logger } from "./log.ts";
+import { telemetry, traceparentOf, type TraceContext } from "./telemetry.ts";
 import { executeHostTool } from "./tools/dispatch.ts";
 import { validateInput } from "./tools/json-schema.ts";
 import { errorResult } from "./tools/outcome.ts";
@@ -35,7 +36,8 @@ export type TurnToolsOptions = {
   scope: Omit<ToolScope, "call_id">;
   /** The runner secret: inspection tokens are signed with a key derived from it. */
   secret: string;
-  traceparent?: string;
+  /** The turn's span: each host call gets a `tool.call` span under it, whose `traceparent` the tool receives. */
+  trace: TraceContext;
   /** Aborted on interrupt or when the turn ends: stops host calls in flight. */
   signal: AbortSignal;
   /** Flushes pending deltas: called before each numbered message, so order holds. */
@@ -96,6 +98,7 @@ export class TurnTools {
   /** Runs a host call to its result and answers it; never throws. */
   async #execute(c: Call, args: Record<string, unknown>, tool: HostTool): Promise<void> {
     const started = performance.now();
+    const span = telemetry().startToolSpan(this.#o.trace, c.name);
     let result: ToolResult;
     try {
       const scope = await this.#scope(tool, c.id);
@@ -103,7 +106,7 @@ export class TurnTools {
         tool,
         { call_id: c.id, tool: c.name, arguments: args, scope },
         {
-          traceparent: this.#o.traceparent,
+          traceparent: traceparentOf(span.context),
           signal: this.#o.signal,
           onProgress: (data) => void this.#o.link.sendLive({ t: "progress", turn: this.#o.turn, call_id: c.id, data }),
         },
@@ -113,11 +116,11 @@ export class TurnTools {
       this.#o.log("error", "host tool call failed unexpectedly", { tool: c.name, error: (err as Error).message });
       result = errorResult(`tool "${c.name}" failed unexpectedly`, true);
     }
-    this.#o.log("debug", "tool call finished", {
-      tool: c.name,
-      outcome: result.is_error ? "tool_error" : "success",
-      duration_ms: Math.round(performance.now() - started),
-    });
+    const outcome = result.is_error ? "tool_error" : "success";
+    const ms = performance.now() - started;
+    span.end(outcome);
+    telemetry().toolCall(c.name, outcome, ms);
+    this.#o.log("debug", "tool call finished", { tool: c.name, outcome, duration_ms: Math.round(ms) });
     this.#answer(c, result, true);
   }
 

@@ -13,6 +13,7 @@ import type { TurnSlot } from "./harness-pool.ts";
 import { DeltaBuffer } from "./delta-buffer.ts";
 import type { SessionLink } from "./link.ts";
 import type { Logger } from "./log.ts";
+import { telemetry, type TurnSpan } from "./telemetry.ts";
 import { TurnTools, type ToolRoute } from "./turn-tools.ts";
 import type { ToolEnv, ToolScope } from "./tools/types.ts";
 
@@ -54,12 +55,14 @@ export class Turn {
   /** Wall-clock ms of the run's start and of its first output, for the timing log. */
   #startedAt: number | undefined;
   #firstOutputAt: number | undefined;
+  /** `session.execute`, from `start` until `turn_end` was sent. */
+  #span: TurnSpan | undefined;
 
   constructor(o: TurnOptions) {
     this.id = o.turn;
     this.#o = o;
     this.#deltas = new DeltaBuffer((text) => {
-      this.#firstOutputAt ??= Date.now();
+      this.#noteOutput();
       o.link.sendLive({ t: "delta", turn: o.turn, text });
     });
     this.done = new Promise((r) => (this.#resolveDone = r));
@@ -75,8 +78,11 @@ export class Turn {
     if (this.#ending) return;
     this.#slot = slot;
     this.#startedAt = Date.now();
+    this.#span = telemetry().startTurnSpan({ sessionId: this.#o.scope.session_id, harness: slot.harness, traceparent: this.#o.traceparent });
+    telemetry().queueDelay(this.#startedAt - this.#o.acceptedAt);
     const { hp } = slot;
-    this.#tools = new TurnTools({ ...this.#o, hp, signal: this.#abort.signal, beforeSend: () => this.#deltas.flush() });
+    const trace = this.#span.context;
+    this.#tools = new TurnTools({ ...this.#o, hp, trace, signal: this.#abort.signal, beforeSend: () => this.#deltas.flush() });
     this.#unsubscribe = hp.onEvent(this.#o.key, (e) => this.#onEvent(e));
     const res = await hp.request({ op: "run", session: this.#o.key, turn: this.id, text }).catch((err: Error) => err);
     if (res instanceof Error) return this.end({ status: "failed", error: { code: "service_error", message: res.message } });
@@ -109,8 +115,9 @@ export class Turn {
     this.#deltas.flush();
     const seq = this.#o.link.send({ t: "turn_end", turn: this.id, ...end });
     this.#resolveDone(seq);
-    // The figures behind svc.input.queue_delay and svc.assistant.first_output, measured here.
+    // The same figures as svc.input.queue_delay and svc.assistant.first_output, for the log.
     const since = (t: number | undefined) => (t === undefined ? null : t - this.#o.acceptedAt);
+    this.#span?.end(end.status, end.error?.code);
     this.#o.log("info", "turn ended", {
       status: end.status,
       code: end.error?.code,
@@ -118,6 +125,12 @@ export class Turn {
       first_output_ms: since(this.#firstOutputAt),
       duration_ms: since(Date.now()),
     });
+  }
+
+  #noteOutput(): void {
+    if (this.#firstOutputAt !== undefined) return;
+    this.#firstOutputAt = Date.now();
+    telemetry().firstOutput(this.#firstOutputAt - this.#o.acceptedAt);
   }
 
   #interruptHarness(): void {
@@ -138,7 +151,7 @@ export class Turn {
       case "assistant.message": {
         this.#deltas.flush();
         const { text, usage, stop_reason, model } = e;
-        this.#firstOutputAt ??= Date.now();
+        this.#noteOutput();
         this.#o.link.send({ t: "assistant", turn: this.id, text, usage, stop_reason });
         const want = this.#slot!.model;
         if (model.provider !== want.provider || model.id !== want.id) {
@@ -151,6 +164,7 @@ export class Turn {
       case "state.append":
         this.#deltas.flush();
         this.#o.link.send({ t: "native", records: e.records });
+        telemetry().nativeAppended(e.records);
         return this.#o.onNative(e.records);
       case "tool.call":
         this.#deltas.flush();
