@@ -27,7 +27,7 @@ let stack: Stack;
 
 async function handleTool(req: http.IncomingMessage, res: http.ServerResponse, body: any): Promise<void> {
   const path = req.url ?? "";
-  const result = (r: unknown) => (res.writeHead(200, { "Content-Type": "application/json" }), res.end(JSON.stringify(r)));
+  const result = (r: unknown): void => void res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify(r));
   if (path === "/echo") return result({ content: [{ type: "text", text: `echo ${JSON.stringify(body.arguments)}` }], structured_content: { ok: true } });
   if (path === "/progress") {
     res.writeHead(200, { "Content-Type": "text/event-stream" });
