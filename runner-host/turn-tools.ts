@@ -11,38 +11,28 @@
  * interrupted or its harness dies (`settle` writes what is missing).
  */
 import type { HarnessProcess } from "./harness/harness-process.ts";
+import type { TurnOptions } from "./turn.ts";
 import type { ToolResult } from "./harness/protocol.ts";
-import type { SessionLink } from "./link.ts";
-import type { Logger } from "./log.ts";
 import { telemetry, traceparentOf, type TraceContext } from "./telemetry.ts";
 import { executeHostTool } from "./tools/dispatch.ts";
 import { validateInput } from "./tools/json-schema.ts";
 import { errorResult } from "./tools/outcome.ts";
-import type { HostTool, ToolEnv, ToolScope } from "./tools/types.ts";
+import type { HostTool, ToolScope } from "./tools/types.ts";
 import { newId } from "../src/shared/ids.ts";
 import { INSPECTION_GRACE_MS, mintInspectionToken } from "../src/shared/inspection-token.ts";
 
 /** How a tool name resolves for a session. */
 export type ToolRoute = { kind: "host"; tool: HostTool } | { kind: "refused"; message: string } | { kind: "harness" };
 
-export type TurnToolsOptions = {
-  turn: string;
-  /** Session id inside the harness. */
-  key: string;
+/** What a turn knows (see TurnOptions in turn.ts), plus the harness and the turn's span and signal. */
+export type TurnToolsOptions = Pick<TurnOptions, "turn" | "key" | "link" | "route" | "env" | "scope" | "secret" | "log"> & {
   hp: HarnessProcess;
-  link: SessionLink;
-  route(name: string): ToolRoute;
-  env: ToolEnv;
-  scope: Omit<ToolScope, "call_id">;
-  /** The runner secret: inspection tokens are signed with a key derived from it. */
-  secret: string;
   /** The turn's span: each host call gets a `tool.call` span under it, whose `traceparent` the tool receives. */
   trace: TraceContext;
   /** Aborted on interrupt or when the turn ends: stops host calls in flight. */
   signal: AbortSignal;
   /** Flushes pending deltas: called before each numbered message, so order holds. */
   beforeSend(): void;
-  log: Logger;
 };
 
 type Call = { id: string; harnessId: string; name: string; answered: boolean };

@@ -24,11 +24,13 @@ export type TurnEnd = Pick<TurnEndEvent, "status" | "error">;
 
 export type TurnOptions = {
   turn: string;
+  /** Session id inside the harness. */
   key: string;
   link: SessionLink;
   route(name: string): ToolRoute;
   env: ToolEnv;
   scope: Omit<ToolScope, "call_id">;
+  /** The runner secret: inspection tokens are signed with a key derived from it. */
   secret: string;
   traceparent?: string;
   /** When the object accepted the message (ms since epoch). */
