@@ -41,6 +41,9 @@ export interface RecordedRequest {
   path: string;
   headers: Record<string, string>;
   body: any;
+  /** `performance.now()` when the request arrived and when its response was fully written. */
+  receivedAt: number;
+  finishedAt?: number;
 }
 
 export interface ScriptedProvider {
@@ -87,6 +90,11 @@ export async function startScriptedProvider(opts: { host?: string; port?: number
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const receivedAt = performance.now();
+    let rec: RecordedRequest | undefined;
+    res.on("finish", () => {
+      if (rec) rec.finishedAt = performance.now();
+    });
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const raw = Buffer.concat(chunks).toString("utf8");
@@ -98,7 +106,8 @@ export async function startScriptedProvider(opts: { host?: string; port?: number
     }
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : v;
-    const n = requests.push({ method: req.method ?? "", path: req.url ?? "", headers, body });
+    rec = { method: req.method ?? "", path: req.url ?? "", headers, body, receivedAt };
+    const n = requests.push(rec);
     for (const w of waiters) w();
     if (req.method !== "POST" || req.url !== "/v1/chat/completions") return sendError(res, 404, `no route ${req.method} ${req.url}`);
     if (!body || typeof body !== "object" || !Array.isArray(body.messages)) return sendError(res, 400, "messages is required");
