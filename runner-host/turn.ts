@@ -91,7 +91,9 @@ export class Turn {
     if (!res.ok) {
       return this.end({ status: "failed", error: { code: "service_error", message: `the harness refused the turn: ${res.error.message}` } });
     }
-    if (this.#abort.signal.aborted) this.#interruptHarness(); // interrupted while `run` was on its way
+    // Interrupted while `run` was on its way. (`end` aborts too: a turn whose `turn.end` arrived in
+    // the same read as the `run` response is over, not interrupted.)
+    if (this.#abort.signal.aborted && !this.#ending) this.#interruptHarness();
   }
 
   /** Stops the turn: waiting → ends now; running → the harness is told and ends it. */
@@ -136,6 +138,7 @@ export class Turn {
   }
 
   #interruptHarness(): void {
+    if (this.#ending) return;
     const { hp } = this.#slot!;
     hp.request({ op: "interrupt", session: this.#o.key }).catch(() => {});
     this.#watchdog ??= setTimeout(() => {

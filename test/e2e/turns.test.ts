@@ -243,4 +243,16 @@ describe("harness environment", () => {
     expect(reported.env.HOME).not.toBe(stack.dir);
     s.sse.close();
   });
+
+  it("a turn that ends in the same read as its run response is over, not interrupted", async () => {
+    const s = await session({}, "env");
+    for (const text of ["one", "two"]) {
+      const m = await say(s, text);
+      await status(s, "idle", m.id);
+    }
+    const last = JSON.parse(s.sse.frames.filter((f) => f.event === "assistant.message").at(-1)!.json.data.text);
+    expect(last.ops).not.toContain("interrupt");
+    expect(last.ops.filter((op: string) => op === "run")).toHaveLength(2);
+    s.sse.close();
+  });
 });

@@ -1,0 +1,174 @@
+/**
+ * 50 sessions with turns in flight at once on the real local stack, beside 50 closed loops
+ * straight against the same scripted provider, in one run; then memory per attached idle session.
+ *
+ *   service  50 sessions (created and attached to an SSE stream each up front; creation not
+ *            timed). Closed loops: POST user.message `[[deltas 50]]` → wait for that input's
+ *            `session.status idle` frame (or a `session.error` naming it) on its stream → next message.
+ *   direct   50 closed loops: POST the same directive to the provider → read to [DONE].
+ * Turns/s counts turns that END inside the window after a warm-up (standard closed-loop
+ * throughput); latency is request → end of each such turn. The window is 20 s, longer than the
+ * runner-host's 10 s interrupt watchdog, so what that watchdog does under load (see anomalies)
+ * lands inside it instead of just after it. The direct anchor runs before and after the service
+ * window and is averaged, so drift during the run hits both columns.
+ *
+ * Settings: limits.active 64 (≥ 50 resident sessions), harness max_shared 16 × max_hosts 4
+ * = 64 session slots (50 fit: 16+16+16+2), max_active_turns = max_shared (16 per process).
+ *
+ * Memory: RSS from /proc of the stack's tree, split into the svc process (Miniflare host + the
+ * in-process runner-host), its harness children, and workerd (the Worker and its Durable Objects).
+ * "Per attached idle session" = (svc + harnesses with 50 idle attached sessions − the same with
+ * zero sessions right after start) ÷ 50. It is read right after one turn per session, run one
+ * session at a time, and BEFORE the load phase: under load the runner-host's interrupt watchdog
+ * kills harness processes 10 s after some turns (see anomalies), which detaches their sessions,
+ * so "50 attached" would not hold afterwards. The reading is marked invalid unless the expected
+ * number of harness processes is up and no "session detached" was logged before it. The same
+ * after closing all 50 (harness processes gone) is printed as a cross-check: what the svc
+ * process keeps (heap growth, JIT) is not per session.
+ * A turn that ends failed/interrupted under load is counted as an error; the loop resumes the
+ * session and goes on, as a client would.
+ *
+ *   node bench/concurrency.ts [--sessions 50] [--window 20] [--warm 2]
+ */
+import { parseArgs } from "node:util";
+import { anomalies, api, auth, trackCpu, direct, harnessCommand, machine, ms, now, request, runBench, sleep, stackMemory, startBenchStack, startProvider, stats } from "./lib.ts";
+
+const { values } = parseArgs({
+  options: { sessions: { type: "string", default: "50" }, window: { type: "string", default: "20" }, warm: { type: "string", default: "2" } },
+});
+const C = Number(values.sessions);
+const WINDOW_MS = Number(values.window) * 1000;
+const WARM_MS = Number(values.warm) * 1000;
+const TEXT = "[[deltas 50]]";
+const HARNESS = { command: harnessCommand, max_shared: 16, max_hosts: 4 };
+const LIMITS = { active: 64 };
+
+/** `conc` closed loops of `fn` for windowMs after warmMs; only turns ending inside the window count. */
+async function closedLoop(conc: number, fn: (w: number) => Promise<void>) {
+  const tStart = now() + WARM_MS;
+  const tStop = tStart + WINDOW_MS;
+  const lat: number[] = [];
+  const errors: string[] = [];
+  await Promise.all(
+    Array.from({ length: conc }, async (_, w) => {
+      while (now() < tStop) {
+        const t0 = now();
+        try {
+          await fn(w);
+          const t1 = now();
+          if (t1 >= tStart && t1 <= tStop) lat.push(t1 - t0);
+        } catch (e) {
+          errors.push(String((e as Error).message).slice(0, 200));
+          await sleep(50);
+        }
+      }
+    }),
+  );
+  return { perS: lat.length / (WINDOW_MS / 1000), lat: stats(lat), errors };
+}
+
+/** Median of three RSS readings 300 ms apart (RSS moves with GC). */
+async function memory(stack: Parameters<typeof stackMemory>[0]) {
+  const xs: ReturnType<typeof stackMemory>[] = [];
+  for (let i = 0; i < 3; i++) (xs.push(stackMemory(stack)), await sleep(300));
+  const m = (f: (x: (typeof xs)[0]) => number) => stats(xs.map(f)).p50;
+  return { svc: m((x) => x.svcMiB), harness: m((x) => x.harnessMiB), workerd: m((x) => x.workerdMiB), procs: m((x) => x.harnessCount), each: xs.at(-1)!.harnessEach };
+}
+
+await runBench(5 * 60_000, async () => {
+  const provider = await startProvider();
+  const stack = await startBenchStack(provider.url, { pi: HARNESS }, LIMITS);
+  const a = api(stack.url);
+  await sleep(2000); // let start-up settle before the zero-session reading
+  const mem0 = await memory(stack);
+
+  // 50 sessions, each with its SSE stream open for the whole run.
+  const ids = await Promise.all(Array.from({ length: C }, () => a.create("pi")));
+  const ends = ids.map(() => ({ status: new Map<string, string>(), wake: () => {} }));
+  const streams = ids.map((id, i) =>
+    a.stream(id, (event, data) => {
+      // A turn ends with its `session.status idle`, or with a `session.error` naming its input
+      // (the `failed`/`interrupted` status after it carries no input_id).
+      if (event !== "session.status" && event !== "session.error") return;
+      const e = JSON.parse(data);
+      const how = event === "session.error" ? `error ${e.data.code}: ${e.data.message}` : e.data.status;
+      if (e.input_id && how !== "running") (ends[i]!.status.set(e.input_id, how), ends[i]!.wake());
+    }),
+  );
+  await Promise.all(streams.map((s) => s.ready));
+
+  const turn = async (i: number) => {
+    const end = ends[i]!;
+    const input = await a.send(ids[i]!, TEXT);
+    const deadline = now() + 60_000;
+    while (!end.status.has(input)) {
+      if (now() > deadline) throw new Error(`turn ${input} did not end within 60 s`);
+      await new Promise<void>((r) => ((end.wake = r), setTimeout(r, 1000)));
+    }
+    const status = end.status.get(input);
+    end.status.delete(input);
+    if (status !== "idle") {
+      // Wait for the session to leave `running`, then resume it, as a client would.
+      for (let t = 0; t < 50; t++) {
+        if ((await request("POST", `${stack.url}/sessions/${ids[i]}/resume`, {}, auth)).status === 200) break;
+        await sleep(100);
+      }
+      throw new Error(`turn ended with ${status}`);
+    }
+  };
+  const directTurn = async () => {
+    const r = await direct(provider.url, TEXT, () => {});
+    if (r.deltas !== 50) throw new Error(`direct: ${r.deltas} deltas`);
+  };
+
+  // One turn per session, one session at a time: every session attached and open in a harness process.
+  for (let i = 0; i < C; i++) await turn(i);
+  await sleep(1000);
+  const mem50 = await memory(stack);
+  const wantProcs = Math.ceil(C / HARNESS.max_shared);
+  const memValid = mem50.procs === wantProcs && anomalies(stack).detached === 0; // all 50 still attached
+
+  const d1 = await closedLoop(C, directTurn);
+  const tracker = trackCpu(stack, provider.pid);
+  const mark = stack.mark();
+  const loadStart = Date.now();
+  const s = await closedLoop(C, turn);
+  const cpu = tracker.stop();
+  const d2 = await closedLoop(C, directTurn);
+  await sleep(11_000); // a watchdog armed by the last turns fires within 10 s: count it too
+  const odd = anomalies(stack, mark);
+
+  for (const st of streams) st.close();
+  await Promise.all(ids.map((id) => a.close(id)));
+  for (let t = 0; t < 100 && stackMemory(stack).harnessCount > 0; t++) await sleep(100);
+  await sleep(2000);
+  const memClosed = await memory(stack);
+
+  const dPerS = (d1.perS + d2.perS) / 2;
+  const dLat = (d1.lat.p50 + d2.lat.p50) / 2;
+  console.log(`\n${C} concurrent closed loops, ${TEXT}, ${WINDOW_MS / 1000} s window after ${WARM_MS / 1000} s warm-up (${machine()})`);
+  console.log(`settings: limits.active ${LIMITS.active}; harness max_shared ${HARNESS.max_shared}, max_hosts ${HARNESS.max_hosts}, max_active_turns ${HARNESS.max_shared}; ${mem50.procs} harness processes for ${C} attached sessions\n`);
+  console.log("| path | completed turns/s | per-turn latency p50, ms | p99, ms | turns/s ÷ direct | errors |");
+  console.log("| --- | --- | --- | --- | --- | --- |");
+  console.log(`| direct: provider → client (mean of before ${d1.perS.toFixed(0)} and after ${d2.perS.toFixed(0)}) | ${dPerS.toFixed(1)} | ${ms(dLat)} | ${ms(Math.max(d1.lat.p99, d2.lat.p99))} | 1.00 | ${d1.errors.length + d2.errors.length} |`);
+  console.log(`| service: POST /events → idle frame | ${s.perS.toFixed(1)} | ${ms(s.lat.p50)} | ${ms(s.lat.p99)} | ${(s.perS / dPerS).toFixed(3)} (direct is ${(dPerS / s.perS).toFixed(0)}× faster) | ${s.errors.length} |`);
+  if (s.errors.length) console.log(`first service errors: ${s.errors.slice(0, 3).join(" | ")}`);
+  console.log(`service anomalies during and ≤ 11 s after the load phase: ${odd.watchdogKills} "harness did not end an interrupted turn; killing it" (no client interrupt was sent), ${odd.harnessLost} harness processes ended unasked${odd.lostAt.length ? ` (at ${odd.lostAt.map((t) => `+${((t - loadStart) / 1000).toFixed(1)}`).join(", ")} s; the service window is +${WARM_MS / 1000}…+${(WARM_MS + WINDOW_MS) / 1000} s)` : ""}`);
+  const turns = s.perS * (WINDOW_MS / 1000);
+  const cpuTurn = (k: string) => ((cpu[k]! * 1000) / turns).toFixed(1);
+  console.log(`\nCPU ms per completed service turn (window incl. warm-up ÷ turns in window): harness ${cpuTurn("harness")}, svc ${cpuTurn("svc")}, workerd ${cpuTurn("workerd")}, provider ${cpuTurn("provider")}, client ${cpuTurn("client")}`);
+
+  const per = (x: number, y: number) => ((x - y) / C).toFixed(2);
+  console.log(`\n| memory (RSS, MiB) | svc process | harness processes | svc + harnesses | workerd |`);
+  console.log("| --- | --- | --- | --- | --- |");
+  const row = (label: string, m: typeof mem0) => `| ${label} | ${m.svc.toFixed(1)} | ${m.harness.toFixed(1)} (${m.procs}) | ${(m.svc + m.harness).toFixed(1)} | ${m.workerd.toFixed(1)} |`;
+  console.log(row("zero sessions, after start", mem0));
+  console.log(row(`${C} sessions idle and attached (one turn each)${memValid ? "" : ` — INVALID: want ${wantProcs} harness processes and no session detached yet`}`, mem50));
+  console.log(row(`all ${C} closed, harnesses gone (cross-check)`, memClosed));
+  console.log(
+    `| **per attached idle session** ((${C} attached − zero) ÷ ${C}) | ${per(mem50.svc, mem0.svc)} | ${per(mem50.harness, mem0.harness)} | **${per(mem50.svc + mem50.harness, mem0.svc + mem0.harness)}** | ${per(mem50.workerd, mem0.workerd)} |`,
+  );
+  // The pool fills a process to max_shared before starting the next (sessions attached one at a time).
+  const fill = [...Array(mem50.procs)].map((_, k) => Math.min(HARNESS.max_shared, C - k * HARNESS.max_shared)).join("+");
+  console.log(`\nharness processes holding ${fill} sessions: ${mem50.each.map((x) => x.toFixed(0)).join(", ")} MiB RSS each (tree order) — the cost is mostly per process, not per session`);
+});
