@@ -1,7 +1,7 @@
 /** `/sessions` and `/sessions/{id}/*`: authorization here, state in the objects. */
 import { Hono } from "hono";
-import { CreateSessionSchema, EmptySchema, InputSchema } from "../shared/api-schema.ts";
-import { forbidden, unwrap } from "../shared/errors.ts";
+import { CreateSessionSchema, EmptySchema, InputSchema, RestoreSchema } from "../shared/api-schema.ts";
+import { forbidden, unsupported, unwrap } from "../shared/errors.ts";
 import { refuseInspection, requireManage, requireSessionAccess, requireToken, requireWrite } from "../http/auth.ts";
 import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
@@ -93,6 +93,41 @@ sessions.post("/:id/resume", async (c) => {
   requireManage(c.get("principal"));
   parseBody(await readBody(c.req.raw, bodyCap(c)), EmptySchema, {});
   return c.json(unwrap(await sessionStub(c, id).resume()));
+});
+
+/**
+ * Flush, sync and restore need `persistence`. Without it they are `422 unsupported` (spec); with
+ * it, this build has no uploader yet and says so the same way, after the usual checks.
+ */
+function persistenceUnsupported(c: AppContext): never {
+  const configured = c.get("runtime").config.persistence !== null;
+  throw unsupported(
+    configured
+      ? "flush, sync and restore are not available in this build of the service"
+      : "flush, sync and restore need persistence in the host configuration",
+  );
+}
+
+sessions.post("/:id/flush", async (c) => {
+  const id = target(c);
+  requireManage(c.get("principal"));
+  parseBody(await readBody(c.req.raw, bodyCap(c)), EmptySchema, {});
+  unwrap(await sessionStub(c, id).get());
+  persistenceUnsupported(c);
+});
+
+sessions.get("/:id/sync", async (c) => {
+  const id = target(c);
+  unwrap(await sessionStub(c, id).get());
+  persistenceUnsupported(c);
+});
+
+sessions.post("/:id/restore", async (c) => {
+  const id = target(c);
+  requireManage(c.get("principal"));
+  parseBody(await readBody(c.req.raw, bodyCap(c)), RestoreSchema);
+  unwrap(await sessionStub(c, id).get());
+  persistenceUnsupported(c);
 });
 
 function wantsEventStream(accept: string | undefined): boolean {

@@ -331,6 +331,19 @@ describe("close", () => {
   });
 });
 
+describe("flush, sync and restore without persistence", () => {
+  it("give 422 unsupported after authentication, authorization and the session check", async () => {
+    const s = (await create(stack, env.ACME_MANAGE, basic)).body;
+    expectApiError(await call(stack.url, "POST", `/sessions/${s.id}/flush`, { token: env.ACME_MANAGE }), 422, "unsupported");
+    expectApiError(await call(stack.url, "GET", `/sessions/${s.id}/sync`, { token: env.ACME_READ }), 422, "unsupported");
+    expectApiError(await call(stack.url, "POST", `/sessions/${s.id}/restore`, { token: env.ACME_MANAGE, body: { checkpoint: "0".repeat(32) } }), 422, "unsupported");
+    expectApiError(await call(stack.url, "POST", `/sessions/${s.id}/restore`, { token: env.ACME_MANAGE, body: {} }), 400, "invalid_request");
+    expectApiError(await call(stack.url, "POST", `/sessions/${s.id}/flush`, { token: env.ACME_WRITE }), 403, "forbidden");
+    expectApiError(await call(stack.url, "POST", `/sessions/${s.id}/flush`), 401, "forbidden");
+    expectApiError(await call(stack.url, "GET", `/sessions/${s.id}/sync`, { token: env.GLOBEX_MANAGE }), 404, "not_found");
+  });
+});
+
 describe("restart persistence and session-scoped tokens", () => {
   it("sessions survive a restart; a session-scoped token reaches only its session and cannot create", async () => {
     const a = (await create(stack, env.ACME_MANAGE, basic)).body;
