@@ -6,6 +6,7 @@ import { errorResponse } from "./http/errors.ts";
 import { requestContext, withStandardHeaders } from "./http/middleware.ts";
 import { newId } from "./shared/ids.ts";
 import { catalog } from "./routes/catalog.ts";
+import { executors } from "./routes/executors.ts";
 import { health } from "./routes/health.ts";
 import { internal } from "./routes/internal.ts";
 import { sessions } from "./routes/sessions.ts";
@@ -16,6 +17,7 @@ app.use("*", requestContext);
 app.route("/health", health);
 app.route("/sessions", sessions);
 app.route("/catalog", catalog);
+app.route("/executors", executors);
 app.route("/internal", internal);
 
 app.notFound(() => {

@@ -1,7 +1,8 @@
 /** `/sessions` and `/sessions/{id}/*`: authorization here, state in the objects. */
 import { Hono } from "hono";
 import { CreateSessionSchema, EmptySchema, InputSchema, RestoreSchema } from "../shared/api-schema.ts";
-import { forbidden, unsupported, unwrap } from "../shared/errors.ts";
+import { forbidden, unsupported, unwrap, type Result } from "../shared/errors.ts";
+import type { ExecutorInfo } from "../shared/executor-protocol.ts";
 import { refuseInspection, requireManage, requireSessionAccess, requireToken, requireWrite } from "../http/auth.ts";
 import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
@@ -37,7 +38,11 @@ sessions.post("/", async (c) => {
   if (p.session !== undefined) throw forbidden("a session-scoped token cannot create sessions");
   await refuseWhenDraining(c);
   const body = parseBody(await readBody(c.req.raw, bodyCap(c)), CreateSessionSchema);
-  const prepared = await prepareSession(c.get("runtime"), p.tenant, body);
+  const prepared = await prepareSession(c.get("runtime"), p.tenant, body, async (id) => {
+    // The RPC typing maps JSON Schema records to never; the value is the object's ExecutorInfo.
+    const r = (await c.env.EXECUTORS.getByName(id).info()) as unknown as Result<ExecutorInfo>;
+    return r.ok ? r.value : undefined;
+  });
   const session = unwrap(await sessionStub(c, prepared.id).create(prepared));
   return c.json(session, 201);
 });

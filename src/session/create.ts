@@ -8,10 +8,15 @@ import { byteLength, newId } from "../shared/ids.ts";
 import type { Runtime } from "../runtime.ts";
 import { checkCredentialValue, encryptCredential } from "./credentials.ts";
 import type { NewSession } from "./record.ts";
+import type { ExecutorInfo } from "../shared/executor-protocol.ts";
+import { hideParameters, isObject, sameJson, type StoredBinding } from "./bindings.ts";
 
 const TOOL_NAME = /^[a-zA-Z][a-zA-Z0-9_]{0,63}$/;
 
-export async function prepareSession(rt: Runtime, tenant: string, body: CreateSession): Promise<NewSession> {
+/** Looks up a registered executor (undefined: no such executor). */
+export type ExecutorLookup = (id: string) => Promise<ExecutorInfo | undefined>;
+
+export async function prepareSession(rt: Runtime, tenant: string, body: CreateSession, executor: ExecutorLookup): Promise<NewSession> {
   const { config } = rt;
   if (!Object.hasOwn(config.harnesses, body.harness)) {
     throw unsupported(`harness "${body.harness}" is not configured`);
@@ -32,24 +37,49 @@ export async function prepareSession(rt: Runtime, tenant: string, body: CreateSe
   for (const name of body.config.tools) add(hostTool(rt, tenant, name), "config.tools");
 
   const aliases = new Set<string>();
+  const bindings: StoredBinding[] = [];
   for (const [i, b] of (body.config.bindings ?? []).entries()) {
     const where = `config.bindings[${i}]`;
     if (aliases.has(b.alias)) throw invalid(`${where}.alias: "${b.alias}" is used twice`);
     aliases.add(b.alias);
+    if (b.parameters !== undefined && !isObject(b.parameters)) throw invalid(`${where}.parameters: must be a JSON object`);
     const group: Tool[] = [];
     if (b.provider !== undefined) group.push(hostTool(rt, tenant, b.provider));
     for (const t of b.runtime ?? []) {
       if (!TOOL_NAME.test(t.name)) throw invalid(`${where}.runtime: tool name "${t.name}" does not match ${TOOL_NAME.source}`);
-      group.push(t);
     }
     if (b.runtime !== undefined && b.executor === undefined) {
       throw invalid(`${where}.executor: required when runtime tools are listed`);
     }
+    const runtime = b.executor === undefined ? undefined : await runtimeOf(b.executor.toLowerCase(), b.alias, b.runtime, where);
+    group.push(...(runtime ?? []));
     const ops = b.operations;
     for (const op of ops ?? []) {
       if (!group.some((t) => t.name === op)) throw invalid(`${where}.operations: "${op}" is not a tool of this binding`);
     }
-    for (const t of group) if (!ops || ops.includes(t.name)) add(t, where);
+    const enabled = group.filter((t) => !ops || ops.includes(t.name));
+    for (const t of enabled) add(hideParameters(t, b.parameters as Record<string, unknown> | undefined), where);
+    const stored: StoredBinding = { alias: b.alias, tools: enabled.map((t) => t.name) };
+    if (b.executor !== undefined) stored.executor = b.executor.toLowerCase();
+    if (runtime !== undefined) stored.runtime = runtime;
+    if (b.parameters !== undefined) stored.parameters = b.parameters as Record<string, unknown>;
+    bindings.push(stored);
+  }
+
+  /**
+   * The descriptors a runtime binding serves: those its executor registered. `runtime`, when the
+   * client lists it too, must equal them; the executor must be this tenant's, open, and registered
+   * for this alias.
+   */
+  async function runtimeOf(id: string, alias: string, listed: Tool[] | undefined, where: string): Promise<Tool[]> {
+    const info = await executor(id);
+    if (!info || info.tenant !== tenant) throw invalid(`${where}.executor: no executor ${id}`);
+    if (info.closed) throw invalid(`${where}.executor: executor ${id} is closed`);
+    if (info.binding !== alias) throw invalid(`${where}.executor: executor ${id} serves binding "${info.binding}", not "${alias}"`);
+    if (listed !== undefined && !sameJson(listed, info.tools)) {
+      throw invalid(`${where}.runtime: differs from the descriptors executor ${id} registered`);
+    }
+    return info.tools;
   }
 
   const id = newId();
@@ -67,7 +97,7 @@ export async function prepareSession(rt: Runtime, tenant: string, body: CreateSe
       credentials.push(await encryptCredential(config, rt.vars, { tenant, sessionId: id, alias: c.binding }, c.value));
     }
   }
-  return { id, tenant, harness: body.harness, config: body.config, descriptors, credentials };
+  return { id, tenant, harness: body.harness, config: body.config, descriptors, credentials, bindings };
 }
 
 /** Spec rule 3: split on the first `/`; the prefix must be configured and its key non-empty. */

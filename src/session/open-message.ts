@@ -7,6 +7,7 @@ import type { SessionConfig, Tool } from "../shared/api-schema.ts";
 import type { Runtime } from "../runtime.ts";
 import type { SessionRow } from "./record.ts";
 import type { Turns } from "./turns.ts";
+import { toolRoutes } from "./runtime-calls.ts";
 
 /** Bytes of native records per `native` message: far under the 32 MiB WebSocket message cap. */
 const NATIVE_PART_BYTES = 8 * 1024 * 1024;
@@ -62,6 +63,8 @@ export function openMessages(rt: Runtime, row: SessionRow, turns: Turns): OpenMe
     provider,
     native_parts: parts.length,
   };
+  const routes = toolRoutes(row);
+  if (routes.length > 0) open.routes = routes;
   if (config.instructions !== undefined) open.instructions = config.instructions;
   if (config.reasoning_effort) open.reasoning_effort = config.reasoning_effort;
   return [open, ...parts.map((records) => ({ t: "native" as const, records }))];

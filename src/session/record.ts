@@ -1,4 +1,5 @@
 /** The session metadata row and its public `Session` shape. */
+import type { StoredBinding } from "./bindings.ts";
 import type { Checkpoint, Session, SessionConfig, SessionStatus, Tool } from "../shared/api-schema.ts";
 
 export type SessionRow = {
@@ -22,6 +23,7 @@ export type SessionRow = {
   up_seq: number;
   down_seq: number;
   link_lost_at: number | null;
+  bindings: string;
 };
 
 /** What the Worker hands the object at creation, after every creation rule has passed. */
@@ -32,6 +34,8 @@ export type NewSession = {
   config: SessionConfig;
   descriptors: Tool[];
   credentials: EncryptedCredential[];
+  /** Resolved tool bindings (none when omitted). */
+  bindings?: StoredBinding[];
 };
 
 export type EncryptedCredential = { alias: string; key_id: string; iv: string; ciphertext: string };

@@ -11,7 +11,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
 import type { Event, EventList, Input, Session, Status } from "../shared/api-schema.ts";
-import { asResult, asResultAsync, ERROR_STATUS, overloaded, unauthorized, type Result } from "../shared/errors.ts";
+import { asResult, asResultAsync, conflict, ERROR_STATUS, overloaded, unauthorized, type Result } from "../shared/errors.ts";
 import { LinkUpSchema, PING, PONG } from "../shared/runner-protocol.ts";
 import { log } from "../log.ts";
 import { getRuntime } from "../runtime.ts";
@@ -27,8 +27,12 @@ import { Turns } from "./turns.ts";
 import m0001 from "../../migrations/session/0001_init.sql";
 import m0002 from "../../migrations/session/0002_turns.sql";
 import m0003 from "../../migrations/session/0003_ended_calls.sql";
+import m0004 from "../../migrations/session/0004_bindings.sql";
+import { RuntimeCalls } from "./runtime-calls.ts";
+import type { Tool } from "../shared/api-schema.ts";
+import type { ToolResult } from "../shared/result-schema.ts";
 
-const MIGRATIONS = [m0001, m0002, m0003];
+const MIGRATIONS = [m0001, m0002, m0003, m0004];
 
 /** Retry delay for a tenant-index push that failed, ms. Only armed while the index is behind. */
 const INDEX_RETRY_MS = 2_000;
@@ -48,6 +52,7 @@ export class SessionObject extends DurableObject<Env> {
   readonly #subs: Subscribers;
   readonly #turns: Turns;
   readonly #link: RunnerLink;
+  readonly #runtime: RuntimeCalls;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -57,6 +62,7 @@ export class SessionObject extends DurableObject<Env> {
     this.#subs = new Subscribers(ctx);
     this.#turns = new Turns(this.#state);
     this.#link = new RunnerLink(ctx, this.#state);
+    this.#runtime = new RuntimeCalls(this.#state, this.#link, env);
   }
 
   async create(n: NewSession): Promise<Result<Session>> {
@@ -117,6 +123,26 @@ export class SessionObject extends DurableObject<Env> {
         return change;
       }),
     );
+  }
+
+  /** `POST /executors` with `session`: the runtime binding `alias` now routes to `executor`. */
+  async rebind(alias: string, tools: Tool[], executor: string): Promise<Result<void>> {
+    const r = asResult(() => this.ctx.storage.transactionSync(() => this.#runtime.rebind(alias, tools, executor, now())));
+    if (r.ok) await this.#pushIndex();
+    return r;
+  }
+
+  /** ExecutorObject: a runtime call's result (or its unknown outcome); conflict when it ended. */
+  runtimeReply(callId: string, result: ToolResult): Result<void> {
+    return this.#runtime.reply(callId, result);
+  }
+
+  /** ExecutorObject: a runtime call's progress, published live; conflict when it ended. */
+  runtimeProgress(callId: string, data: unknown): Result<void> {
+    const e = this.#runtime.progress(callId, data, now());
+    if (!e) return { ok: false, error: conflict("the call is not waiting for progress").toBody() };
+    this.#subs.publish([e]);
+    return { ok: true, value: undefined };
   }
 
   /** RunnerPool: the runner-host that held `lease` restarted or vanished. */
@@ -216,6 +242,11 @@ export class SessionObject extends DurableObject<Env> {
       }
       case "ack":
         return this.#link.acked(m.down, false);
+      case "credential":
+        return this.#runtime.credential(m.call_id).then((answer) => {
+          // Straight to the socket: an override's plaintext is never stored with the link messages.
+          if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(answer));
+        });
       case "delta":
       case "progress": {
         const e = this.#turns.live(m, now());
@@ -246,6 +277,7 @@ export class SessionObject extends DurableObject<Env> {
     this.#link.ackUp(ws, Math.min(m.seq, this.#state.require().up_seq));
     if (applied === "duplicate") return;
     this.#publish(applied.events);
+    if (m.t === "tool_call" && m.dispatched) await this.#runtime.dispatch(m.call.id, m.call.name, m.call.arguments);
     if (applied.detached) this.ctx.storage.transactionSync(() => this.#link.release("runner-host detached"));
     if (applied.opened || applied.next || applied.detached) await this.#schedule();
     if (applied.events.length > 0) await this.#pushIndex();
@@ -336,8 +368,10 @@ export class SessionObject extends DurableObject<Env> {
     if (events.length === 0) return;
     const row = this.#state.require();
     this.#subs.publish(events.map((l) => this.#state.withCursor(row, l.seq, l.event)));
-    // Streams opened with an inspection token end with their tool call.
-    for (const l of events) if (l.event.type === "tool.result") this.#subs.endCall(String(l.event.data.call_id));
+    // Streams opened with an inspection token end with their tool call; executors stop working on it.
+    const ended = events.filter((l) => l.event.type === "tool.result").map((l) => String(l.event.data.call_id));
+    for (const id of ended) this.#subs.endCall(id);
+    if (ended.length > 0) this.#runtime.ended(ended);
     if (row.status === "closed") this.#subs.endLive();
   }
 

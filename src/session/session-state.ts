@@ -45,8 +45,8 @@ export class SessionState {
     const bindings = n.credentials.map((c) => c.alias);
     this.#storage.transactionSync(() => {
       this.#storage.sql.exec(
-        `INSERT INTO session (id, tenant, harness, config, status, created_at, updated_at, descriptors, credential_bindings, cursor_key)
-         VALUES (?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?)`,
+        `INSERT INTO session (id, tenant, harness, config, status, created_at, updated_at, descriptors, credential_bindings, cursor_key, bindings)
+         VALUES (?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?, ?)`,
         n.id,
         n.tenant,
         n.harness,
@@ -56,6 +56,7 @@ export class SessionState {
         JSON.stringify(n.descriptors),
         bindings.length > 0 ? JSON.stringify(bindings) : null,
         newId() + newId(),
+        JSON.stringify(n.bindings ?? []),
       );
       for (const c of n.credentials) {
         this.#storage.sql.exec(

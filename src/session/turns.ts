@@ -122,7 +122,13 @@ export class Turns {
         };
       case "tool_call": {
         if (m.turn !== turn) return { events: [] };
-        this.#sql.exec("INSERT OR IGNORE INTO open_calls (call_id, input_id, dispatched) VALUES (?, ?, ?)", m.call.id, turn, m.dispatched ? 1 : 0);
+        this.#sql.exec(
+          "INSERT OR IGNORE INTO open_calls (call_id, input_id, dispatched, tool) VALUES (?, ?, ?, ?)",
+          m.call.id,
+          turn,
+          m.dispatched ? 1 : 0,
+          m.call.name,
+        );
         // The call id is also the event id: DECISIONS.md "The host tool call's call_id is the
         // tool.call event's id".
         const data = { id: m.call.id, name: m.call.name, arguments: m.call.arguments };

@@ -92,6 +92,25 @@ export const ProviderGrantSchema = z.strictObject({
 });
 export type ProviderGrant = z.infer<typeof ProviderGrantSchema>;
 
+/**
+ * How the runner-host handles one tool of a binding: `runtime` tools are served by an executor
+ * through the object (the runner-host validates the arguments, announces the call and waits for
+ * `tool_reply`); host tools of a binding get `parameters` merged into their arguments, and, with
+ * `credential`, ask the object for the session's override at call time (`credential` messages).
+ */
+export const ToolRouteSchema = z.strictObject({
+  tool: z.string(),
+  alias: z.string(),
+  runtime: z.boolean(),
+  credential: z.boolean(),
+  parameters: z.record(z.string(), z.unknown()).optional(),
+});
+export type ToolRoute = z.infer<typeof ToolRouteSchema>;
+
+/** A credential override as the tool call uses it: a bearer token, or request headers. */
+export const CredentialValueSchema = z.union([z.string(), z.strictObject({ headers: z.record(z.string(), z.string()) })]);
+export type CredentialValue = z.infer<typeof CredentialValueSchema>;
+
 export const LinkDownSchema = z.discriminatedUnion("t", [
   /** First message of a lease: what to open. Native records follow in `native` messages. */
   z.strictObject({
@@ -107,6 +126,8 @@ export const LinkDownSchema = z.discriminatedUnion("t", [
     provider: ProviderGrantSchema,
     /** Number of `native` messages that complete the restored state (0 for a new session). */
     native_parts: z.number().int().nonnegative(),
+    /** Tools that belong to a binding (absent: none do). */
+    routes: z.array(ToolRouteSchema).optional(),
   }),
   z.strictObject({ t: z.literal("native"), seq: Seq, records: z.array(z.unknown()) }),
   z.strictObject({
@@ -121,6 +142,13 @@ export const LinkDownSchema = z.discriminatedUnion("t", [
     provider: ProviderGrantSchema,
   }),
   z.strictObject({ t: z.literal("interrupt"), seq: Seq, turn: Turn }),
+  /** An executor's result for a runtime call (or its unknown outcome when the executor was lost). */
+  z.strictObject({ t: z.literal("tool_reply"), seq: Seq, call_id: Hex32, result: ToolResultSchema }),
+  /**
+   * Not numbered and never stored: the answer to an up `credential`, decrypted when asked. Lost
+   * with a dropped socket; the runner-host asks again after reconnecting.
+   */
+  z.strictObject({ t: z.literal("credential"), call_id: Hex32, value: CredentialValueSchema.optional(), error: z.string().optional() }),
   /** Let go of this session (resume, restore, close): the link closes after `detached`. */
   z.strictObject({ t: z.literal("detach"), seq: Seq, reason: z.string() }),
   z.strictObject({ t: z.literal("ack"), up: z.number().int().nonnegative() }),
@@ -167,5 +195,7 @@ export const LinkUpSchema = z.discriminatedUnion("t", [
   /** The runner-host let go of the session (idle eviction, harness crash, shutdown). */
   z.strictObject({ t: z.literal("detached"), seq: Seq, reason: z.string() }),
   z.strictObject({ t: z.literal("ack"), down: z.number().int().nonnegative() }),
+  /** Not numbered: asks for the session's credential override for this open host-tool call. */
+  z.strictObject({ t: z.literal("credential"), call_id: Hex32 }),
 ]);
 export type LinkUp = z.infer<typeof LinkUpSchema>;

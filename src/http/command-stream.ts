@@ -1,0 +1,76 @@
+/**
+ * The Worker end of an executor's command stream (`GET /executors/{id}/commands`): one
+ * hibernatable socket to the ExecutorObject, each Command it sends written as an SSE frame
+ * `event: <type>` + `data: <Command JSON>` with no `id:` (commands are never replayed).
+ *
+ * A frame the client has not taken within the write deadline, or the client going away, closes
+ * the socket: the object then ends the calls this connection had in flight as unknown outcomes.
+ * Keepalives follow the event streams' 15 s rule.
+ */
+import { ServiceError, type ErrorBody } from "../shared/errors.ts";
+import { KEEPALIVE } from "./sse.ts";
+import { KEEPALIVE_MS, WRITE_DEADLINE_MS, type SocketLike } from "./sse-relay.ts";
+
+export type CommandStub = {
+  fetch(input: string, init?: RequestInit): Promise<{ status: number; webSocket?: SocketLike | null; json(): Promise<unknown> }>;
+};
+
+const encoder = new TextEncoder();
+
+export async function openCommandStream(stub: CommandStub, headers: Record<string, string>, signal: AbortSignal): Promise<Response> {
+  const res = await stub.fetch("https://executor/commands", { headers: { ...headers, Upgrade: "websocket" } });
+  if (res.status !== 101 || !res.webSocket) throw ServiceError.from((await res.json()) as ErrorBody);
+  const ws = res.webSocket;
+  ws.accept();
+
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+  const writer = writable.getWriter();
+  /** Start times of frames not yet taken by the client. */
+  const pending: number[] = [];
+  let lastWrite = Date.now();
+  let done = false;
+
+  const finish = (graceful: boolean) => {
+    if (done) return;
+    done = true;
+    clearInterval(timer);
+    try {
+      ws.close(1000, "stream ended");
+    } catch {
+      // Already closed by the object.
+    }
+    if (graceful) writer.close().catch(() => {});
+    else writer.abort(new Error("command stream ended")).catch(() => {});
+  };
+
+  const write = (bytes: Uint8Array) => {
+    const at = Date.now();
+    pending.push(at);
+    lastWrite = at;
+    writer.write(bytes).then(
+      () => void pending.shift(),
+      () => finish(false),
+    );
+  };
+
+  ws.addEventListener("message", (m) => {
+    if (done) return;
+    const text = typeof m.data === "string" ? m.data : new TextDecoder().decode(m.data);
+    const type = (JSON.parse(text) as { type: string }).type;
+    write(encoder.encode(`event: ${type}\ndata: ${text}\n\n`));
+  });
+  writer.closed.catch(() => finish(false));
+  ws.addEventListener("close", () => finish(true));
+  ws.addEventListener("error", () => finish(false));
+  signal.addEventListener("abort", () => finish(false));
+
+  const timer = setInterval(() => {
+    const now = Date.now();
+    if (pending.length > 0 && now - pending[0]! >= WRITE_DEADLINE_MS) return finish(false);
+    if (pending.length === 0 && now - lastWrite >= KEEPALIVE_MS) write(KEEPALIVE);
+  }, 1_000);
+
+  return new Response(readable, {
+    headers: { "Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no" },
+  });
+}

@@ -1,0 +1,86 @@
+/**
+ * `/executors` (management token) and `/executors/{id}/*` (the executor's own token: `Authorization:
+ * Bearer <token>` on HTTP, the `svc-auth.<token>` subprotocol on the RPC upgrade). Unknown id →
+ * 404 before a wrong or missing token → 401; both are decided by the ExecutorObject, which holds
+ * the token's digest.
+ */
+import { Hono } from "hono";
+import { ExecutorRegistrationSchema, AUTH_SUBPROTOCOL_PREFIX, RPC_SUBPROTOCOL } from "../shared/executor-protocol.ts";
+import { forbidden, invalid, ServiceError, unwrap, type ErrorBody } from "../shared/errors.ts";
+import { newId, sha256Hex, toHex } from "../shared/ids.ts";
+import { requireManage, requireToken } from "../http/auth.ts";
+import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
+import type { AppContext, AppEnv } from "../http/context.ts";
+import { pathId } from "../http/params.ts";
+import { openCommandStream } from "../http/command-stream.ts";
+import { TOKEN_DIGEST_HEADER } from "../executor/executor-object.ts";
+import { sessionObjectName } from "../session/session-object.ts";
+
+export const executors = new Hono<AppEnv>();
+
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+function bodyCap(c: AppContext): number {
+  return c.get("runtime").config.limits.input_bytes + BODY_OVERHEAD_BYTES;
+}
+
+function executorStub(c: AppContext) {
+  return c.env.EXECUTORS.getByName(pathId(c.req.param("id") ?? "", "executor"));
+}
+
+/** Digest of the presented executor token ("" digests to something no executor holds). */
+function tokenDigest(token: string | undefined): Promise<string> {
+  return sha256Hex(token ?? "");
+}
+
+executors.post("/", requireToken, async (c) => {
+  const p = c.get("principal");
+  requireManage(p);
+  const body = parseBody(await readBody(c.req.raw, bodyCap(c)), ExecutorRegistrationSchema);
+  const session = body.session?.toLowerCase();
+  // A session-scoped token reaches only its own session: it may rebind an executor there, nothing else.
+  if (p.session !== undefined && session !== p.session) throw forbidden("a session-scoped token may only rebind executors of its own session");
+  const id = newId();
+  const token = toHex(crypto.getRandomValues(new Uint8Array(32)));
+  const stub = c.env.EXECUTORS.getByName(id);
+  unwrap(await stub.register({ id, tenant: p.tenant, binding: body.binding, tools: body.tools, tokenDigest: await sha256Hex(token) }));
+  if (session !== undefined) {
+    const r = await c.env.SESSIONS.getByName(sessionObjectName(p.tenant, session)).rebind(body.binding, body.tools, id);
+    if (!r.ok) {
+      await stub.discard();
+      unwrap(r);
+    }
+  }
+  return c.json({ id, token }, 201);
+});
+
+executors.post("/:id/close", async (c) => {
+  const stub = executorStub(c);
+  const text = await readBody(c.req.raw, bodyCap(c));
+  return c.json(unwrap(await stub.close(await tokenDigest(BEARER.exec(c.req.header("Authorization") ?? "")?.[1]), text)));
+});
+
+executors.post("/:id/responses", async (c) => {
+  const stub = executorStub(c);
+  const text = await readBody(c.req.raw, bodyCap(c));
+  return c.json(unwrap(await stub.reply(await tokenDigest(BEARER.exec(c.req.header("Authorization") ?? "")?.[1]), text)));
+});
+
+executors.get("/:id/commands", async (c) => {
+  const stub = executorStub(c);
+  const digest = await tokenDigest(BEARER.exec(c.req.header("Authorization") ?? "")?.[1]);
+  return openCommandStream(stub, { [TOKEN_DIGEST_HEADER]: digest }, c.req.raw.signal);
+});
+
+executors.get("/:id/rpc", async (c) => {
+  // Browsers always send Origin on a WebSocket upgrade; an executor is a server-side client.
+  if (c.req.header("Origin") !== undefined) throw forbidden("browser origins may not connect to an executor");
+  const stub = executorStub(c);
+  if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") throw invalid("expected a WebSocket upgrade");
+  const offered = (c.req.header("Sec-WebSocket-Protocol") ?? "").split(",").map((s) => s.trim());
+  if (!offered.includes(RPC_SUBPROTOCOL)) throw invalid(`the ${RPC_SUBPROTOCOL} subprotocol is required`);
+  const auth = offered.find((s) => s.startsWith(AUTH_SUBPROTOCOL_PREFIX))?.slice(AUTH_SUBPROTOCOL_PREFIX.length);
+  const res = await stub.fetch("https://executor/rpc", { headers: { Upgrade: "websocket", [TOKEN_DIGEST_HEADER]: await tokenDigest(auth) } });
+  if (res.status !== 101) throw ServiceError.from((await res.json()) as ErrorBody);
+  return res;
+});
