@@ -31,8 +31,10 @@ export const LINK_GIVE_UP_MS = 30_000;
 export type NumberedUp = Extract<LinkUp, { seq: number }>;
 /** A numbered up message before the link assigns its seq. */
 export type UpBody = NumberedUp extends infer M ? (M extends NumberedUp ? Omit<M, "seq"> : never) : never;
-export type LiveUp = Extract<LinkUp, { t: "delta" | "progress" }>;
-export type AppliedDown = Exclude<LinkDown, { t: "ack" }>;
+export type LiveUp = Extract<LinkUp, { t: "delta" | "progress" | "credential" }>;
+/** Down messages that are not numbered besides acks: answers the object never stores. */
+export type LiveDown = Extract<LinkDown, { t: "credential" }>;
+export type AppliedDown = Exclude<LinkDown, { t: "ack" | "credential" }>;
 
 export type LinkOptions = {
   baseUrl: string;
@@ -44,6 +46,10 @@ export type LinkOptions = {
   log: Logger;
   /** Called once per down seq, in order. The link acks it when this returns. */
   onDown(m: AppliedDown): void;
+  /** An unnumbered answer (a credential override): handled at once, never acked or kept. */
+  onLive?(m: LiveDown): void;
+  /** The socket is (re)connected and unacked messages were resent: unanswered questions are asked again. */
+  onConnected?(): void;
   /** The lease is gone (refused, 4409, or unreachable too long). Called at most once. */
   onLost(reason: string): void;
   giveUpMs?: number;
@@ -141,6 +147,7 @@ export class SessionLink {
       this.#giveUp = undefined;
       this.#raw({ t: "hello", down: this.#applied });
       for (const m of this.#unacked) ws.send(JSON.stringify(m));
+      this.#o.onConnected?.();
     });
     ws.on("message", (data) => this.#onMessage(ws, data.toString()));
     ws.on("refused", (status: number) => {
@@ -178,6 +185,7 @@ export class SessionLink {
     }
     const m = parsed.data;
     if (m.t === "ack") return this.#onAck(m.up);
+    if (m.t === "credential") return this.#o.onLive?.(m);
     if (m.seq <= this.#applied) return this.#queueAck(); // a resend of something applied
     if (m.seq !== this.#applied + 1) {
       this.#o.log("warn", "gap in link messages; redialling", { session: this.#o.session, expected: this.#applied + 1, got: m.seq });

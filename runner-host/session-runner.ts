@@ -12,7 +12,9 @@ import { STATE_FORMAT, type CommandInput, type Effort, type NativeRecord } from 
 import { CancelledError, type HarnessPool, type PoolSession } from "./harness-pool.ts";
 import { SessionLink, type AppliedDown, type LinkOptions } from "./link.ts";
 import type { Logger } from "./log.ts";
-import type { ToolRoute } from "./turn-tools.ts";
+import type { SessionTools, ToolRoute } from "./turn-tools.ts";
+import { SessionCredentials } from "./tools/credentials.ts";
+import { RuntimeReplies } from "./tools/runtime-tool.ts";
 import { Turn, type TurnEnd } from "./turn.ts";
 import type { HostTool, ToolEnv } from "./tools/types.ts";
 
@@ -60,6 +62,7 @@ export class SessionRunner implements PoolSession {
   #leaving: Promise<void> | undefined;
   #override: TurnEnd | undefined;
   #openAbort = new AbortController();
+  readonly #tools: SessionTools & { credentials: SessionCredentials };
 
   constructor(o: SessionRunnerOptions) {
     this.#o = o;
@@ -72,8 +75,12 @@ export class SessionRunner implements PoolSession {
       lease: o.lease,
       log: o.log,
       onDown: (m) => this.#onDown(m),
+      onLive: (m) => this.#tools.credentials.answer(m),
+      onConnected: () => this.#tools.credentials.askAgain(),
       onLost: (reason) => void this.#leave(reason, false),
     });
+    const credentials = new SessionCredentials((callId) => this.link.sendLive({ t: "credential", call_id: callId }));
+    this.#tools = { replies: new RuntimeReplies(), credentials, credential: (callId, signal) => credentials.ask(callId, signal) };
   }
 
   get key(): string {
@@ -150,6 +157,8 @@ export class SessionRunner implements PoolSession {
         return;
       case "interrupt":
         return this.#interrupt(m.turn);
+      case "tool_reply":
+        return this.#tools.replies.deliver(m.call_id, m.result);
       case "detach":
         return void this.#leave(`detach requested: ${m.reason}`, true);
     }
@@ -195,6 +204,7 @@ export class SessionRunner implements PoolSession {
       key: this.key,
       link: this.link,
       route: (name) => this.#route(name),
+      session: this.#tools,
       env: this.#o.toolEnv,
       scope: { tenant_id: this.#open?.tenant ?? "", session_id: this.#open?.session_id ?? "", service_url: this.#o.publicUrl },
       secret: this.#o.link.secret,
@@ -229,10 +239,14 @@ export class SessionRunner implements PoolSession {
   }
 
   #route(name: string): ToolRoute {
-    const enabled = this.#open?.tools.some((t) => t.name === name);
-    if (!enabled) return { kind: "harness" };
+    const descriptor = this.#open?.tools.find((t) => t.name === name);
+    if (!descriptor) return { kind: "harness" };
+    const bound = this.#open!.routes?.find((r) => r.tool === name);
+    if (bound?.runtime) return { kind: "runtime", descriptor };
     const tool = this.#o.hostTools.get(name);
-    if (tool && tool.tenants.includes(this.#open!.tenant)) return { kind: "host", tool };
+    if (tool && tool.tenants.includes(this.#open!.tenant)) {
+      return { kind: "host", tool, ...(bound?.parameters ? { parameters: bound.parameters } : {}), credential: bound?.credential === true };
+    }
     return { kind: "refused", message: `tool ${name} is not enabled for this session` };
   }
 

@@ -17,15 +17,33 @@ import { telemetry, traceparentOf, type TraceContext } from "./telemetry.ts";
 import { executeHostTool } from "./tools/dispatch.ts";
 import { validateInput } from "./tools/json-schema.ts";
 import { errorResult } from "./tools/outcome.ts";
-import type { HostTool, ToolScope } from "./tools/types.ts";
+import type { HostTool, ToolCallContext, ToolScope } from "./tools/types.ts";
+import { awaitRuntimeResult, type RuntimeDescriptor, type RuntimeReplies } from "./tools/runtime-tool.ts";
+import type { CredentialValue } from "../src/shared/runner-protocol.ts";
 import { newId } from "../src/shared/ids.ts";
 import { INSPECTION_GRACE_MS, mintInspectionToken } from "../src/shared/inspection-token.ts";
 
-/** How a tool name resolves for a session. */
-export type ToolRoute = { kind: "host"; tool: HostTool } | { kind: "refused"; message: string } | { kind: "harness" };
+/**
+ * How a tool name resolves for a session. A host tool of a binding carries the binding's
+ * `parameters` and whether the session has a credential override for it; a runtime tool is
+ * served by an executor through the object.
+ */
+export type ToolRoute =
+  | { kind: "host"; tool: HostTool; parameters?: Record<string, unknown>; credential?: boolean }
+  | { kind: "runtime"; descriptor: RuntimeDescriptor }
+  | { kind: "refused"; message: string }
+  | { kind: "harness" };
+
+/** What a turn's tool calls need from their session beyond the turn. */
+export type SessionTools = {
+  /** Runtime calls waiting for the object's `tool_reply`. */
+  replies: RuntimeReplies;
+  /** The session's credential override for a host tool call, asked of the object now. */
+  credential(callId: string, signal: AbortSignal): Promise<CredentialValue | { error: string }>;
+};
 
 /** What a turn knows (see TurnOptions in turn.ts), plus the harness and the turn's span and signal. */
-export type TurnToolsOptions = Pick<TurnOptions, "turn" | "key" | "link" | "route" | "env" | "scope" | "secret" | "log"> & {
+export type TurnToolsOptions = Pick<TurnOptions, "turn" | "key" | "link" | "route" | "env" | "scope" | "secret" | "log" | "session"> & {
   hp: HarnessProcess;
   /** The turn's span: each host call gets a `tool.call` span under it, whose `traceparent` the tool receives. */
   trace: TraceContext;
@@ -59,13 +77,16 @@ export class TurnTools {
       this.#announce(c, call.arguments, false);
       return this.#answer(c, errorResult(route.message, false), true);
     }
-    const problem = validateInput(route.tool.input_schema, call.arguments);
+    // A binding's parameters join the model's arguments; the tool validates the whole.
+    const args = route.kind === "host" && route.parameters ? { ...call.arguments, ...route.parameters } : call.arguments;
+    const schema = route.kind === "host" ? route.tool.input_schema : route.descriptor.input_schema;
+    const problem = validateInput(schema, args);
     if (problem !== null) {
       this.#announce(c, call.arguments, false);
       return this.#answer(c, errorResult(`invalid arguments for tool "${call.name}": ${problem}`, false), true);
     }
     this.#announce(c, call.arguments, true);
-    const run = this.#execute(c, call.arguments, route.tool);
+    const run = route.kind === "runtime" ? this.#executeRuntime(c, route.descriptor) : this.#execute(c, args, route.tool, route.credential === true);
     this.#inFlight.add(run);
     void run.finally(() => this.#inFlight.delete(run));
   }
@@ -85,27 +106,47 @@ export class TurnTools {
     this.#local.clear();
   }
 
+  /**
+   * A runtime call: the object sends it to the executor once the announced `tool_call` is
+   * recorded; the answer comes back as `tool_reply`. Never throws.
+   */
+  async #executeRuntime(c: Call, descriptor: RuntimeDescriptor): Promise<void> {
+    const started = performance.now();
+    const span = telemetry().startToolSpan(this.#o.trace, c.name);
+    const result = await awaitRuntimeResult(descriptor, c.id, this.#o.session.replies, this.#o.signal);
+    this.#finished(c, result, started, span);
+  }
+
   /** Runs a host call to its result and answers it; never throws. */
-  async #execute(c: Call, args: Record<string, unknown>, tool: HostTool): Promise<void> {
+  async #execute(c: Call, args: Record<string, unknown>, tool: HostTool, withCredential: boolean): Promise<void> {
     const started = performance.now();
     const span = telemetry().startToolSpan(this.#o.trace, c.name);
     let result: ToolResult;
     try {
       const scope = await this.#scope(tool, c.id);
-      result = await executeHostTool(
-        tool,
-        { call_id: c.id, tool: c.name, arguments: args, scope },
-        {
-          traceparent: traceparentOf(span.context),
-          signal: this.#o.signal,
-          onProgress: (data) => void this.#o.link.sendLive({ t: "progress", turn: this.#o.turn, call_id: c.id, data }),
-        },
-        this.#o.env,
-      );
+      const ctx: ToolCallContext = {
+        traceparent: traceparentOf(span.context),
+        signal: this.#o.signal,
+        onProgress: (data) => void this.#o.link.sendLive({ t: "progress", turn: this.#o.turn, call_id: c.id, data }),
+      };
+      // The session's override replaces the tool's token_env credential for this call only; it is
+      // fetched now and dropped with the call.
+      const credential = withCredential ? await this.#o.session.credential(c.id, this.#o.signal) : undefined;
+      if (credential !== undefined && typeof credential === "object" && "error" in credential) {
+        result = errorResult(`tool "${c.name}" is missing its credential`, false);
+      } else {
+        if (typeof credential === "string") ctx.bearer = credential;
+        else if (credential !== undefined) ctx.headers = credential.headers;
+        result = await executeHostTool(tool, { call_id: c.id, tool: c.name, arguments: args, scope }, ctx, this.#o.env);
+      }
     } catch (err) {
       this.#o.log("error", "host tool call failed unexpectedly", { tool: c.name, error: (err as Error).message });
       result = errorResult(`tool "${c.name}" failed unexpectedly`, true);
     }
+    this.#finished(c, result, started, span);
+  }
+
+  #finished(c: Call, result: ToolResult, started: number, span: ReturnType<ReturnType<typeof telemetry>["startToolSpan"]>): void {
     const outcome = result.is_error ? "tool_error" : "success";
     const ms = performance.now() - started;
     span.end(outcome);

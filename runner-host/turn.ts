@@ -14,7 +14,7 @@ import { DeltaBuffer } from "./delta-buffer.ts";
 import type { SessionLink } from "./link.ts";
 import type { Logger } from "./log.ts";
 import { telemetry, type TurnSpan } from "./telemetry.ts";
-import { TurnTools, type ToolRoute } from "./turn-tools.ts";
+import { TurnTools, type SessionTools, type ToolRoute } from "./turn-tools.ts";
 import type { ToolEnv, ToolScope } from "./tools/types.ts";
 
 /** Time a harness gets to end a turn after `interrupt`, ms: pi aborts at once; more means hung. */
@@ -28,6 +28,8 @@ export type TurnOptions = {
   key: string;
   link: SessionLink;
   route(name: string): ToolRoute;
+  /** The session's runtime replies and credential overrides. */
+  session: SessionTools;
   env: ToolEnv;
   scope: Omit<ToolScope, "call_id">;
   /** The runner secret: inspection tokens are signed with a key derived from it. */
