@@ -138,3 +138,240 @@ describe("runtime tools over RPC", () => {
     s.sse.close();
   });
 });
+
+describe("registration and executor authentication", () => {
+  it("POST /executors needs management authority and a strict body; returns a 32-hex id and a hex token", async () => {
+    const good = { binding: "dict", tools: [LOOKUP] };
+    const r = await registerExecutor(stack.url, env.MANAGE, good);
+    expect(r.status).toBe(201);
+    expect(Object.keys(r.body).sort()).toEqual(["id", "token"]);
+    expect(r.body.id).toMatch(/^[0-9a-f]{32}$/);
+    expect(r.body.token).toMatch(/^[0-9a-f]{64}$/);
+    expectApiError(await call(stack.url, "POST", "/executors", { body: good }), 401, "forbidden");
+    expectApiError(await call(stack.url, "POST", "/executors", { token: env.WRITER, body: good }), 403, "forbidden");
+    expectApiError(await call(stack.url, "POST", "/executors", { token: env.READER, body: good }), 403, "forbidden");
+    const bad: [string, unknown][] = [
+      ["unknown field", { ...good, extra: 1 }],
+      ["unknown descriptor field", { binding: "dict", tools: [{ ...LOOKUP, url: "http://x" }] }],
+      ["a descriptor without input_schema", { binding: "dict", tools: [{ name: "x", description: "y" }] }],
+      ["a bad tool name", { binding: "dict", tools: [{ ...LOOKUP, name: "no-dashes" }] }],
+      ["a name listed twice", { binding: "dict", tools: [LOOKUP, LOOKUP] }],
+      ["no tools", { binding: "dict", tools: [] }],
+      ["an empty binding", { binding: "", tools: [LOOKUP] }],
+      ["a session that is no id", { ...good, session: "nope" }],
+    ];
+    for (const [what, body] of bad) {
+      const res = await call(stack.url, "POST", "/executors", { token: env.MANAGE, body });
+      expect(res.status, what).toBe(400);
+      expectApiError(res, 400, "invalid_request");
+    }
+  });
+
+  it("executor endpoints: unknown id 404, missing or wrong token 401, and the token of one executor opens no other", async () => {
+    const a = await register();
+    const b = await register();
+    const unknown = "0".repeat(32);
+    expectApiError(await call(stack.url, "GET", `/executors/${unknown}/commands`, { token: a.token }), 404, "not_found");
+    expectApiError(await call(stack.url, "GET", `/executors/nothex/commands`, { token: a.token }), 404, "not_found");
+    expectApiError(await call(stack.url, "GET", `/executors/${a.id}/commands`, {}), 401, "forbidden");
+    expectApiError(await call(stack.url, "GET", `/executors/${a.id}/commands`, { token: b.token }), 401, "forbidden");
+    expectApiError(await call(stack.url, "GET", `/executors/${a.id}/commands`, { token: env.MANAGE }), 401, "forbidden");
+    const reply = { connection: "a".repeat(32), call_id: "b".repeat(32), progress: 1 };
+    expectApiError(await call(stack.url, "POST", `/executors/${a.id}/responses`, { token: b.token, body: reply }), 401, "forbidden");
+    expectApiError(await call(stack.url, "POST", `/executors/${unknown}/responses`, { token: a.token, body: reply }), 404, "not_found");
+    expectApiError(await call(stack.url, "POST", `/executors/${a.id}/close`, { token: b.token }), 401, "forbidden");
+    // With the right token: a reply naming no connection of the executor, or malformed.
+    expectApiError(await call(stack.url, "POST", `/executors/${a.id}/responses`, { token: a.token, body: reply }), 409, "conflict");
+    expectApiError(await call(stack.url, "POST", `/executors/${a.id}/responses`, { token: a.token, body: { ...reply, result: { content: [] } } }), 400, "invalid_request");
+    expectApiError(await call(stack.url, "POST", `/executors/${a.id}/responses`, { token: a.token, body: { ...reply, extra: true } }), 400, "invalid_request");
+    expectApiError(await call(stack.url, "POST", `/executors/${a.id}/responses`, { token: a.token, raw: '{"connection":"x"} {}' }), 400, "invalid_request");
+    const rpc = await call(stack.url, "GET", `/executors/${a.id}/rpc`, { token: a.token });
+    expectApiError(rpc, 400, "invalid_request"); // not an upgrade
+  });
+
+  it("the RPC upgrade: unknown id 404, a missing or wrong token 401, any Origin 403, svc-rpc required", async () => {
+    const a = await register();
+    const ws = (await import("ws")).default;
+    const upgrade = (path: string, protocols: string[], origin?: string) =>
+      new Promise<number>((resolve) => {
+        const sock = new ws(`${stack.url.replace("http", "ws")}${path}`, protocols, origin ? { origin } : {});
+        sock.on("unexpected-response", (_q, res) => resolve(res.statusCode ?? 0));
+        sock.on("open", () => (sock.close(), resolve(101)));
+        sock.on("error", () => {});
+      });
+    expect(await upgrade(`/executors/${"0".repeat(32)}/rpc`, ["svc-rpc", `svc-auth.${a.token}`])).toBe(404);
+    expect(await upgrade(`/executors/${a.id}/rpc`, ["svc-rpc"])).toBe(401);
+    expect(await upgrade(`/executors/${a.id}/rpc`, ["svc-rpc", `svc-auth.${"f".repeat(64)}`])).toBe(401);
+    expect(await upgrade(`/executors/${a.id}/rpc`, ["svc-rpc", `svc-auth.${a.token}`], "http://localhost:3000")).toBe(403);
+    expect(await upgrade(`/executors/${a.id}/rpc`, [`svc-auth.${a.token}`])).toBe(400);
+    expect(await upgrade(`/executors/${a.id}/rpc`, ["svc-rpc", `svc-auth.${a.token}`])).toBe(101);
+  });
+
+  it("a session names executors of its own tenant, for their alias, with their descriptors", async () => {
+    const a = await register();
+    const mk = (bindings: object[], tools: string[] = [], token = env.MANAGE) =>
+      call(stack.url, "POST", "/sessions", { token, body: { harness: "pi", config: { model: "openai/gpt-4o-mini", tools, bindings } } });
+    expect((await mk([{ alias: "dict", executor: a.id, runtime: [LOOKUP] }])).status).toBe(201);
+    expect((await mk([{ alias: "dict", executor: a.id.toUpperCase() }])).status).toBe(201);
+    expectApiError(await mk([{ alias: "dict", executor: "0".repeat(32) }]), 400, "invalid_request");
+    expectApiError(await mk([{ alias: "other_alias", executor: a.id }]), 400, "invalid_request");
+    expectApiError(await mk([{ alias: "dict", executor: a.id, runtime: [{ ...LOOKUP, description: "changed" }] }]), 400, "invalid_request");
+    expectApiError(await mk([{ alias: "dict", runtime: [LOOKUP] }]), 400, "invalid_request");
+    expectApiError(await mk([{ alias: "dict", executor: a.id, parameters: [1] }]), 400, "invalid_request");
+    // Another tenant's executor looks unknown.
+    expectApiError(await mk([{ alias: "dict", executor: a.id }], [], env.OTHER), 400, "invalid_request");
+    // A runtime tool name clashing with another tool of the session.
+    const b = await register([LOOKUP], "dict2");
+    expectApiError(await mk([{ alias: "dict", executor: a.id }, { alias: "dict2", executor: b.id }]), 400, "invalid_request");
+    // operations narrows the group.
+    const c = await register([LOOKUP, SLOW], "both");
+    const narrowed = await mk([{ alias: "both", executor: c.id, operations: ["slow_job"] }]);
+    expect(narrowed.body.descriptors.map((d: { name: string }) => d.name)).toEqual(["slow_job"]);
+  });
+});
+
+describe("how a runtime call ends", () => {
+  it("a stream dropped mid-call: the call ends with unknown_outcome, a new connection makes the old one stale, nothing is replayed", async () => {
+    const cred = await register([SLOW], "jobs");
+    const first = await sseExecutor(stack.url, cred);
+    const s = await session([{ alias: "jobs", executor: cred.id }]);
+    const input = await send(s, "[[tool slow_job {}]]");
+    const c = await callOf(first);
+    const second = await sseExecutor(stack.url, cred);
+    expect(second.connection).not.toBe(first.connection);
+    await first.ended; // the older stream is ended by the server
+    await settled(s, input);
+    expect(results(s)).toHaveLength(1);
+    expect(results(s)[0].data.result).toMatchObject({ is_error: true, unknown_outcome: true });
+    expect(s.sse.frames.filter((f) => f.event === "session.status").at(-1)!.json.data.status).toBe("idle");
+    // The old connection's late reply is refused; the new connection never sees the old call.
+    expectApiError(await replyRaw(first, { call_id: c.call_id, result: { content: [] } }), 409, "conflict");
+    expect(second.commands.map((x) => x.type)).toEqual(["ready"]);
+    // The next call goes to the new connection.
+    const next = await send(s, "[[tool slow_job {}]]");
+    const c2 = await callOf(second);
+    expect(c2.connection).toBe(second.connection);
+    expect((await second.reply({ call_id: c2.call_id, result: { content: [{ type: "text", text: "ok" }] } })).status).toBe(200);
+    await settled(s, next);
+    second.drop();
+    s.sse.close();
+  });
+
+  it("an executor killed mid-call (its socket dies): the call ends with unknown_outcome and the turn goes on", async () => {
+    const cred = await register([SLOW], "jobs");
+    const ex = await rpcExecutor(stack.url, cred);
+    const s = await session([{ alias: "jobs", executor: cred.id }]);
+    const input = await send(s, "[[tool slow_job {}]]");
+    await callOf(ex);
+    ex.drop(); // no close frame: the TCP connection just dies
+    await settled(s, input);
+    expect(results(s)).toHaveLength(1);
+    expect(results(s)[0].data.result).toMatchObject({ is_error: true, unknown_outcome: true });
+    expect(s.sse.frames.filter((f) => f.event === "session.status").at(-1)!.json.data.status).toBe("idle");
+    s.sse.close();
+  });
+
+  it("a call to an executor that is not connected fails at once, without unknown_outcome", async () => {
+    const cred = await register([SLOW], "jobs");
+    const s = await session([{ alias: "jobs", executor: cred.id }]);
+    const input = await send(s, "[[tool slow_job {}]]");
+    await settled(s, input);
+    expect(results(s)[0].data.result.is_error).toBe(true);
+    expect(results(s)[0].data.result.unknown_outcome).toBeUndefined();
+    s.sse.close();
+  });
+
+  it("an interrupt with a pending call: exactly one tool.result before the turn's session.error; the executor gets cancel; a late reply is refused", async () => {
+    const cred = await register([SLOW], "jobs");
+    const ex = await sseExecutor(stack.url, cred);
+    const s = await session([{ alias: "jobs", executor: cred.id }]);
+    await send(s, "[[tool slow_job {}]]");
+    const c = await callOf(ex);
+    await call(stack.url, "POST", `/sessions/${s.id}/events`, { token: env.MANAGE, body: { type: "user.interrupt" } });
+    await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "interrupted");
+    const cancel = await ex.waitFor((x) => x.type === "cancel");
+    expect(cancel).toEqual({ type: "cancel", connection: ex.connection, call_id: c.call_id });
+    expect(results(s)).toHaveLength(1);
+    expect(results(s)[0].data.result).toMatchObject({ is_error: true, unknown_outcome: true });
+    const order = s.sse.frames.map((f) => f.event);
+    expect(order.indexOf("tool.result")).toBeLessThan(order.indexOf("session.error"));
+    expectApiError(await replyRaw(ex, { call_id: c.call_id, result: { content: [] } }), 409, "conflict");
+    ex.drop();
+    s.sse.close();
+  });
+
+  it("close with a pending call: unknown_outcome for it, the stream ends, later calls fail at once and the executor refuses everything", async () => {
+    const cred = await register([SLOW], "jobs");
+    const ex = await sseExecutor(stack.url, cred);
+    const s = await session([{ alias: "jobs", executor: cred.id }]);
+    const input = await send(s, "[[tool slow_job {}]]");
+    await callOf(ex);
+    const closed = await call(stack.url, "POST", `/executors/${cred.id}/close`, { token: cred.token });
+    expect({ status: closed.status, body: closed.body }).toEqual({ status: 200, body: { status: "closed" } });
+    await ex.ended;
+    await settled(s, input);
+    expect(results(s)[0].data.result).toMatchObject({ is_error: true, unknown_outcome: true });
+    const later = await send(s, "[[tool slow_job {}]]");
+    await settled(s, later);
+    const r2 = results(s)[1].data.result;
+    expect(r2.is_error).toBe(true);
+    expect(r2.unknown_outcome).toBeUndefined();
+    expect((await call(stack.url, "POST", `/executors/${cred.id}/close`, { token: cred.token })).body).toEqual({ status: "closed" });
+    expectApiError(await call(stack.url, "GET", `/executors/${cred.id}/commands`, { token: cred.token }), 409, "conflict");
+    expectApiError(await replyRaw(ex, { call_id: "c".repeat(32), progress: 1 }), 409, "conflict");
+    s.sse.close();
+  });
+});
+
+describe("rebinding after an executor restart", () => {
+  it("a new registration with the session routes the binding to it; different descriptors are 409, another tool's name 400", async () => {
+    const old = await register([SLOW], "jobs");
+    const s = await session([{ alias: "jobs", executor: old.id }]);
+    const mismatch = await registerExecutor(stack.url, env.MANAGE, { binding: "jobs", tools: [{ ...SLOW, description: "else" }], session: s.id });
+    expect(mismatch.status).toBe(409);
+    // Another alias: its tool would clash with the session's slow_job (400); a binding the session lacks is 409.
+    expect((await registerExecutor(stack.url, env.MANAGE, { binding: "nojobs", tools: [SLOW], session: s.id })).status).toBe(400);
+    expect((await registerExecutor(stack.url, env.MANAGE, { binding: "nojobs", tools: [LOOKUP], session: s.id })).status).toBe(409);
+    expect((await registerExecutor(stack.url, env.MANAGE, { binding: "jobs", tools: [SLOW], session: "0".repeat(32) })).status).toBe(404);
+    expect((await registerExecutor(stack.url, env.OTHER, { binding: "jobs", tools: [SLOW], session: s.id })).status).toBe(404);
+    const fresh = await registerExecutor(stack.url, env.MANAGE, { binding: "jobs", tools: [SLOW], session: s.id });
+    expect(fresh.status).toBe(201);
+    const got = await call(stack.url, "GET", `/sessions/${s.id}`, { token: env.MANAGE });
+    expect(got.body.config.bindings[0].executor).toBe(fresh.body.id);
+    const ex = await rpcExecutor(stack.url, fresh.body);
+    const input = await send(s, "[[tool slow_job {}]]");
+    const c = await callOf(ex);
+    await ex.reply({ call_id: c.call_id, result: { content: [{ type: "text", text: "from the new one" }] } });
+    await settled(s, input);
+    expect(results(s)[0].data.result.content[0].text).toBe("from the new one");
+    ex.drop();
+    s.sse.close();
+  });
+});
+
+describe("an object restart mid-call", () => {
+  it("the Worker restarts while a call is pending: the executor reconnects and the call ends with unknown_outcome; the next call works", async () => {
+    const cred = await register([SLOW], "jobs");
+    let ex = await sseExecutor(stack.url, cred);
+    const s = await session([{ alias: "jobs", executor: cred.id }]);
+    const input = await send(s, "[[tool slow_job {}]]");
+    await callOf(ex);
+    const mark = stack.mark();
+    stack.child.kill("SIGHUP");
+    await stack.waitForLog(/"msg":"worker reloaded"/, 30_000, mark);
+    await ex.ended;
+    ex = await sseExecutor(stack.url, cred);
+    const sse = await openSse(`${stack.url}/sessions/${s.id}/events`, { token: env.MANAGE });
+    await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === input, 30_000);
+    const res = sse.frames.filter((f) => f.event === "tool.result");
+    expect(res).toHaveLength(1);
+    expect(res[0]!.json.data.result).toMatchObject({ is_error: true, unknown_outcome: true });
+    const next = await send({ id: s.id, sse }, "[[tool slow_job {}]]");
+    const c = await ex.waitFor((x) => x.type === "call");
+    expect((await ex.reply({ call_id: (c as CallCommand).call_id, result: { content: [{ type: "text", text: "after" }] } })).status).toBe(200);
+    await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === next, 30_000);
+    ex.drop();
+    sse.close();
+    s.sse.close();
+  });
+});
