@@ -4,10 +4,13 @@
  * through bindings, and every way a runtime call can end — on the real local stack with the real
  * reference harness, a scripted provider, and real clients (fetch + eventsource-parser, ws).
  */
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call, expectApiError } from "../helpers/api.ts";
 import { registerExecutor, rpcExecutor, sseExecutor, type CallCommand, type Executor } from "../helpers/executors.ts";
+import { launchChromium } from "../helpers/chromium.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
 import { ROOT, secret, startStack, type Stack } from "../helpers/stack.ts";
 
@@ -373,5 +376,45 @@ describe("an object restart mid-call", () => {
     ex.drop();
     sse.close();
     s.sse.close();
+  });
+});
+
+describe("browser origins", () => {
+  it("a page's WebSocket to /executors/{id}/rpc is refused while a Node client with the same token connects", async () => {
+    const cred = await register();
+    // The page and a control WebSocket server live on loopback too, so nothing but the Origin rule
+    // can tell the two sockets apart: the control one opens, the executor one is refused.
+    const { WebSocketServer } = await import("ws");
+    const origins: (string | undefined)[] = [];
+    const page = http.createServer((_q, res) => res.writeHead(200, { "Content-Type": "text/html" }).end("<!doctype html><title>app</title>"));
+    const control = new WebSocketServer({ server: page, handleProtocols: () => "svc-rpc" });
+    control.on("connection", (_ws, req) => origins.push(req.headers.origin));
+    await new Promise<void>((r) => page.listen(0, "127.0.0.1", r));
+    const pageUrl = `http://127.0.0.1:${(page.address() as AddressInfo).port}`;
+    const browser = await launchChromium();
+    try {
+      const tab = await browser.newPage();
+      await tab.goto(`${pageUrl}/`);
+      const open = (url: string, token: string) =>
+        tab.evaluate(
+          ([u, t]) =>
+            new Promise<string>((resolve) => {
+              const ws = new WebSocket(u!, ["svc-rpc", `svc-auth.${t}`]);
+              ws.onopen = () => (ws.close(), resolve("open"));
+              ws.onerror = () => resolve("refused");
+            }),
+          [url, token],
+        );
+      expect(await open(pageUrl.replace("http", "ws"), cred.token)).toBe("open");
+      expect(origins).toEqual([pageUrl]);
+      expect(await open(`${stack.url.replace("http", "ws")}/executors/${cred.id}/rpc`, cred.token)).toBe("refused");
+    } finally {
+      await browser.close();
+      control.close();
+      page.close();
+    }
+    const node = await rpcExecutor(stack.url, cred);
+    expect(node.connection).toMatch(/^[0-9a-f]{32}$/);
+    node.drop();
   });
 });
