@@ -4,6 +4,7 @@
  * through bindings, and every way a runtime call can end — on the real local stack with the real
  * reference harness, a scripted provider, and real clients (fetch + eventsource-parser, ws).
  */
+import { spawn } from "node:child_process";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -274,6 +275,33 @@ describe("how a runtime call ends", () => {
     s.sse.close();
   });
 
+  it("an executor process killed mid-call (SSE): its stream's end is noticed and the call ends with unknown_outcome", async () => {
+    const cred = await register([SLOW], "jobs");
+    const child = spawn(process.execPath, [`${ROOT}test/fixtures/sse-executor.ts`, stack.url, cred.id, cred.token], { stdio: ["ignore", "pipe", "inherit"] });
+    const lines: string[] = [];
+    const waitLine = (re: RegExp) =>
+      new Promise<string>((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`executor process printed no ${re}; got ${lines.join("|")}`)), 20_000);
+        const check = () => {
+          const l = lines.find((x) => re.test(x));
+          if (l) (clearTimeout(t), child.stdout!.off("data", onData), resolve(l));
+        };
+        const onData = (d: Buffer) => (lines.push(...d.toString().split("\n").filter(Boolean)), check());
+        child.stdout!.on("data", onData);
+        check();
+      });
+    await waitLine(/"type":"ready"/);
+    const s = await session([{ alias: "jobs", executor: cred.id }]);
+    const input = await send(s, "[[tool slow_job {}]]");
+    await waitLine(/"type":"call"/);
+    child.kill("SIGKILL");
+    // Behind the local proxy the Worker learns of the vanished client at its next write: a keepalive.
+    await settled(s, input);
+    expect(results(s)).toHaveLength(1);
+    expect(results(s)[0].data.result).toMatchObject({ is_error: true, unknown_outcome: true });
+    s.sse.close();
+  });
+
   it("a call to an executor that is not connected fails at once, without unknown_outcome", async () => {
     const cred = await register([SLOW], "jobs");
     const s = await session([{ alias: "jobs", executor: cred.id }]);
@@ -322,6 +350,33 @@ describe("how a runtime call ends", () => {
     expect((await call(stack.url, "POST", `/executors/${cred.id}/close`, { token: cred.token })).body).toEqual({ status: "closed" });
     expectApiError(await call(stack.url, "GET", `/executors/${cred.id}/commands`, { token: cred.token }), 409, "conflict");
     expectApiError(await replyRaw(ex, { call_id: "c".repeat(32), progress: 1 }), 409, "conflict");
+    s.sse.close();
+  });
+});
+
+describe("runtime results are checked like host tool results", () => {
+  it("a result failing the descriptor's output_schema becomes an error with unknown_outcome; a reply over the body cap is 413 and the call still waits", async () => {
+    const typed = { name: "typed", description: "d", input_schema: { type: "object" }, output_schema: { type: "object", required: ["n"] } };
+    const cred = await register([typed], "typed");
+    const ex = await sseExecutor(stack.url, cred);
+    const s = await session([{ alias: "typed", executor: cred.id }]);
+    const input = await send(s, "[[tool typed {}]]");
+    const c = await callOf(ex);
+    // limits.input_bytes is 65536 here: the body cap is 65536 + 16384 bytes.
+    const cap = 65536 + 16384;
+    const over = { connection: ex.connection, call_id: c.call_id, result: { content: [{ type: "text", text: "" }] } };
+    over.result.content[0]!.text = "x".repeat(cap - JSON.stringify(over).length + 1);
+    expect(JSON.stringify(over).length).toBe(cap + 1);
+    expectApiError(await call(stack.url, "POST", `/executors/${ex.id}/responses`, { token: ex.token, raw: JSON.stringify(over) }), 413, "invalid_request");
+    over.result.content[0]!.text = over.result.content[0]!.text.slice(1);
+    expect(JSON.stringify(over).length).toBe(cap);
+    const atCap = { ...over, result: { ...over.result, structured_content: undefined } };
+    expect((await call(stack.url, "POST", `/executors/${ex.id}/responses`, { token: ex.token, raw: JSON.stringify(atCap) })).status).toBe(200);
+    await settled(s, input);
+    const r = results(s)[0].data.result;
+    expect(r).toMatchObject({ is_error: true, unknown_outcome: true });
+    expect(r.content[0].text).toMatch(/structured_content/);
+    ex.drop();
     s.sse.close();
   });
 });
