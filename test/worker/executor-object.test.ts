@@ -1,0 +1,85 @@
+/**
+ * ExecutorObject in workerd: what it stores (a token digest, never the token), that an idle
+ * connected executor arms nothing, that a pending call arms the sweep and that the sweep ends a
+ * call whose connection vanished without a close event (an object restart), and that the SSE
+ * relay frames commands without `id:`.
+ */
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import type { Dispatched, ExecutorCredential } from "../../src/shared/executor-protocol.ts";
+import type { Result } from "../../src/shared/errors.ts";
+import { api, env, sseReader } from "./helpers.ts";
+
+const TOOL = { name: "lookup", description: "d", input_schema: { type: "object" } };
+
+async function register(): Promise<ExecutorCredential> {
+  const res = await api("/executors", { method: "POST", body: JSON.stringify({ binding: "dict", tools: [TOOL] }) });
+  expect(res.status).toBe(201);
+  return (await res.json()) as ExecutorCredential;
+}
+
+const dispatch = (id: string, callId: string) =>
+  env.EXECUTORS.getByName(id).dispatch({
+    call_id: callId,
+    tool: "lookup",
+    arguments: {},
+    scope: { tenant_id: "acme", session_id: "b".repeat(32), call_id: callId },
+    session: `${"b".repeat(32)}:acme`,
+  }) as unknown as Promise<Result<Dispatched>>;
+
+describe("ExecutorObject", () => {
+  it("stores the token's digest only, and costs nothing while connected and idle", async () => {
+    const cred = await register();
+    const res = await api(`/executors/${cred.id}/commands`, { token: cred.token });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/event-stream");
+    const frames = sseReader(res.body!);
+    const ready = await frames.next("ready");
+    expect(ready.lines[0]).toBe("event: ready");
+    expect(ready.id).toBeUndefined();
+    const stub = env.EXECUTORS.getByName(cred.id);
+    const seen = await runInDurableObject(stub, async (_, state) => ({
+      alarm: await state.storage.getAlarm(),
+      rows: state.storage.sql.exec("SELECT * FROM executor").toArray(),
+      sockets: state.getWebSockets().length,
+    }));
+    expect(seen.alarm).toBeNull();
+    expect(seen.sockets).toBe(1);
+    expect(JSON.stringify(seen.rows)).not.toContain(cred.token);
+    frames.cancel();
+  });
+
+  it("a pending call arms the sweep; a connection gone without a close event ends it as lost at the sweep", async () => {
+    const cred = await register();
+    const res = await api(`/executors/${cred.id}/commands`, { token: cred.token });
+    const frames = sseReader(res.body!);
+    await frames.next("ready");
+    const callId = "c".repeat(32);
+    expect(await dispatch(cred.id, callId)).toEqual({ ok: true, value: {} });
+    const call = await frames.next("call");
+    expect(call.event).toBe("call");
+    expect(call.id).toBeUndefined();
+    expect(JSON.parse(call.data!)).toMatchObject({ type: "call", call_id: callId, tool: "lookup" });
+    const stub = env.EXECUTORS.getByName(cred.id);
+    expect(await runInDurableObject(stub, (_, state) => state.storage.getAlarm())).not.toBeNull();
+    // As after a restart: the socket is gone, and no close event was delivered for it.
+    await runInDurableObject(stub, (_, state) => {
+      for (const ws of state.getWebSockets()) ws.serializeAttachment({ connection: "0".repeat(32), kind: "sse" });
+    });
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    const after = await runInDurableObject(stub, async (_, state) => ({
+      pending: state.storage.sql.exec("SELECT * FROM pending").toArray(),
+      alarm: await state.storage.getAlarm(),
+    }));
+    // The lost call's result went to its session (which no longer waits for it) and the row is gone.
+    expect(after).toEqual({ pending: [], alarm: null });
+    frames.cancel();
+  });
+
+  it("a call to an executor with no connection ends at once as unavailable, without unknown_outcome", async () => {
+    const cred = await register();
+    const r = await dispatch(cred.id, "d".repeat(32));
+    expect(r.ok && r.value.result).toMatchObject({ is_error: true });
+    expect(r.ok && r.value.result?.unknown_outcome).toBeUndefined();
+  });
+});
