@@ -1,7 +1,10 @@
 /**
- * Tool round-trip overhead through the service: from the provider's tool call (its response fully
- * written) to the tool server receiving the request, and from the tool's response to the next
- * provider request — beside a direct `fetch` of the same tool from Node, in one run.
+ * Tool round-trip overhead through the service, in one run: a host HTTP tool, and a runtime tool
+ * served by an executor over SSE + HTTP and over the RPC WebSocket. Two legs per call:
+ * - out: the provider's tool call (its response fully written) → the tool server receives the
+ *   request / the executor receives the `call` command;
+ * - back: the tool's response is written / the executor sends its reply → the next provider request.
+ * Beside them, a direct `fetch` of the same host tool from Node.
  *
  *   node bench/tool-roundtrip.ts [--samples 50]
  */
@@ -9,11 +12,14 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { parseArgs } from "node:util";
 import { startScriptedProvider } from "../examples/scripted-provider.ts";
+import { registerExecutor, rpcExecutor, sseExecutor, type CallCommand, type Executor } from "../test/helpers/executors.ts";
 import { openSse } from "../test/helpers/sse.ts";
 import { ROOT, secret, startStack } from "../test/helpers/stack.ts";
 
 const { values } = parseArgs({ options: { samples: { type: "string", default: "50" } } });
 const N = Number(values.samples);
+/** Warm-up turns per mode (harness start, first connections), not measured. */
+const WARM = 5;
 
 const hits: { at: number; done?: number }[] = [];
 const tool = http.createServer((req, res) => {
@@ -40,22 +46,50 @@ const stack = await startStack({
 const auth = { Authorization: `Bearer ${env.TOKEN}`, "Content-Type": "application/json" };
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
-try {
-  const id = ((await (await fetch(`${stack.url}/sessions`, { method: "POST", headers: auth, body: JSON.stringify({ harness: "pi", config: { model: "openai/gpt-4o-mini", tools: ["t"] } }) })).json()) as { id: string }).id;
+
+/** When the current call reached the executor, and when its reply was sent. */
+const exec = { at: 0, sent: 0 };
+const answer = (c: CallCommand, ex: Executor) => {
+  exec.at = performance.now();
+  exec.sent = performance.now();
+  void ex.reply({ call_id: c.call_id, result: { content: [{ type: "text", text: "ok" }] } });
+};
+
+async function measure(bindings: object[], tools: string[], name: string, legs: () => { out: number; back: (next: number) => number }) {
+  const body = { harness: "pi", config: { model: "openai/gpt-4o-mini", tools, bindings } };
+  const id = ((await (await fetch(`${stack.url}/sessions`, { method: "POST", headers: auth, body: JSON.stringify(body) })).json()) as { id: string }).id;
   const sse = await openSse(`${stack.url}/sessions/${id}/events`, { token: env.TOKEN });
-  const toTool: number[] = [];
-  const backToModel: number[] = [];
-  for (let i = 0; i < N + 5; i++) {
+  const out: number[] = [];
+  const back: number[] = [];
+  for (let i = 0; i < N + WARM; i++) {
     const before = provider.requests.length;
-    const m = (await (await fetch(`${stack.url}/sessions/${id}/events`, { method: "POST", headers: auth, body: JSON.stringify({ type: "user.message", text: `[[tool t {"i":${i}}]]` }) })).json()) as { id: string };
+    const m = (await (await fetch(`${stack.url}/sessions/${id}/events`, { method: "POST", headers: auth, body: JSON.stringify({ type: "user.message", text: `[[tool ${name} {"i":${i}}]]` }) })).json()) as { id: string };
     await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === m.id, 30_000);
-    if (i < 5) continue; // warm-up: harness start, first connections
+    if (i < WARM) continue;
     const [callReq, nextReq] = provider.requests.slice(before, before + 2);
-    const hit = hits.at(-1)!;
-    toTool.push(hit.at - callReq!.finishedAt!);
-    backToModel.push(nextReq!.receivedAt - hit.done!);
+    const l = legs();
+    out.push(l.out - callReq!.finishedAt!);
+    back.push(l.back(nextReq!.receivedAt));
   }
   sse.close();
+  return { out, back };
+}
+
+try {
+  const host = await measure([], ["t"], "t", () => {
+    const hit = hits.at(-1)!;
+    return { out: hit.at, back: (next) => next - hit.done! };
+  });
+  const runtime = { name: "rt", description: "bench runtime tool", input_schema: { type: "object" } };
+  const viaSse = (await registerExecutor(stack.url, env.TOKEN, { binding: "s", tools: [runtime] })).body;
+  const sseEx = await sseExecutor(stack.url, viaSse, { onCall: answer });
+  const sse = await measure([{ alias: "s", executor: viaSse.id }], [], "rt", () => ({ out: exec.at, back: (next) => next - exec.sent }));
+  sseEx.drop();
+  const viaRpc = (await registerExecutor(stack.url, env.TOKEN, { binding: "r", tools: [runtime] })).body;
+  const rpcEx = await rpcExecutor(stack.url, viaRpc, { onCall: answer });
+  const rpc = await measure([{ alias: "r", executor: viaRpc.id }], [], "rt", () => ({ out: exec.at, back: (next) => next - exec.sent }));
+  rpcEx.drop();
+
   const direct: number[] = [];
   for (let i = 0; i < N; i++) {
     const t0 = performance.now();
@@ -63,11 +97,18 @@ try {
     direct.push(performance.now() - t0);
   }
   const row = (label: string, xs: number[]) => `| ${label} | ${pct(xs, 50).toFixed(2)} | ${pct(xs, 99).toFixed(2)} |`;
-  console.log(`| leg (${N} samples, ms) | p50 | p99 |\n| --- | --- | --- |`);
-  console.log(row("provider's tool call → tool server receives the request", toTool));
-  console.log(row("tool's response → next provider request", backToModel));
-  console.log(row("both legs together", toTool.map((x, i) => x + backToModel[i]!)));
-  console.log(row("direct fetch of the same tool from Node (whole round trip)", direct));
+  const both = (m: { out: number[]; back: number[] }) => m.out.map((x, i) => x + m.back[i]!);
+  console.log(`| leg (${N} samples each, ms) | p50 | p99 |\n| --- | --- | --- |`);
+  console.log(row("host HTTP tool: provider's tool call → tool server receives the request", host.out));
+  console.log(row("host HTTP tool: tool's response → next provider request", host.back));
+  console.log(row("host HTTP tool: both legs", both(host)));
+  console.log(row("runtime tool, SSE + HTTP: provider's tool call → executor receives `call`", sse.out));
+  console.log(row("runtime tool, SSE + HTTP: executor's reply POST → next provider request", sse.back));
+  console.log(row("runtime tool, SSE + HTTP: both legs", both(sse)));
+  console.log(row("runtime tool, RPC: provider's tool call → executor receives `call`", rpc.out));
+  console.log(row("runtime tool, RPC: executor's reply message → next provider request", rpc.back));
+  console.log(row("runtime tool, RPC: both legs", both(rpc)));
+  console.log(row("direct fetch of the host tool from Node (whole round trip)", direct));
 } finally {
   await stack.stop();
   await provider.close();
