@@ -331,6 +331,23 @@ describe("how a runtime call ends", () => {
     s.sse.close();
   });
 
+  it("a session closed with a pending call: one tool.result before the turn's session.error, and the executor gets cancel", async () => {
+    const cred = await register([SLOW], "jobs");
+    const ex = await rpcExecutor(stack.url, cred);
+    const s = await session([{ alias: "jobs", executor: cred.id }]);
+    await send(s, "[[tool slow_job {}]]");
+    const c = await callOf(ex);
+    expect((await call(stack.url, "POST", `/sessions/${s.id}/close`, { token: env.MANAGE })).status).toBe(202);
+    await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "closed");
+    expect(await ex.waitFor((x) => x.type === "cancel")).toMatchObject({ call_id: c.call_id });
+    expect(results(s)).toHaveLength(1);
+    expect(results(s)[0].data.result).toMatchObject({ is_error: true, unknown_outcome: true });
+    const order = s.sse.frames.map((f) => f.event);
+    expect(order.indexOf("tool.result")).toBeLessThan(order.indexOf("session.error"));
+    ex.drop();
+    s.sse.close();
+  });
+
   it("close with a pending call: unknown_outcome for it, the stream ends, later calls fail at once and the executor refuses everything", async () => {
     const cred = await register([SLOW], "jobs");
     const ex = await sseExecutor(stack.url, cred);

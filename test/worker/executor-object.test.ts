@@ -34,7 +34,7 @@ describe("ExecutorObject", () => {
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("text/event-stream");
     const frames = sseReader(res.body!);
-    const ready = await frames.next("ready");
+    const ready = (await frames.next("ready"))!;
     expect(ready.lines[0]).toBe("event: ready");
     expect(ready.id).toBeUndefined();
     const stub = env.EXECUTORS.getByName(cred.id);
@@ -56,7 +56,7 @@ describe("ExecutorObject", () => {
     await frames.next("ready");
     const callId = "c".repeat(32);
     expect(await dispatch(cred.id, callId)).toEqual({ ok: true, value: {} });
-    const call = await frames.next("call");
+    const call = (await frames.next("call"))!;
     expect(call.event).toBe("call");
     expect(call.id).toBeUndefined();
     expect(JSON.parse(call.data!)).toMatchObject({ type: "call", call_id: callId, tool: "lookup" });
