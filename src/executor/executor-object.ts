@@ -18,7 +18,6 @@ import type { Env } from "../env.ts";
 import { EmptySchema, type Status } from "../shared/api-schema.ts";
 import {
   CREDENTIAL_ARGUMENT,
-  ReplySchema,
   RPC_SUBPROTOCOL,
   type Dispatch,
   type Dispatched,
@@ -29,6 +28,7 @@ import {
 import type { ToolResult } from "../shared/result-schema.ts";
 import { asResult, asResultAsync, conflict, ERROR_STATUS, ServiceError, unauthorized, type Result } from "../shared/errors.ts";
 import { BODY_OVERHEAD_BYTES, parseBody } from "../http/body.ts";
+import { callIdOf, parseReply } from "./replies.ts";
 import { byteLength, newId } from "../shared/ids.ts";
 import { log } from "../log.ts";
 import { getRuntime } from "../runtime.ts";
@@ -266,19 +266,5 @@ export class ExecutorObject extends DurableObject<Env> {
     const at = Date.now() + SWEEP_MS;
     const current = await this.ctx.storage.getAlarm();
     if (current === null || current > at) await this.ctx.storage.setAlarm(at);
-  }
-}
-
-function parseReply(text: string): Reply {
-  return parseBody(text, ReplySchema);
-}
-
-/** The call a malformed reply meant, when it says so: the error names it. */
-function callIdOf(text: string): string | undefined {
-  try {
-    const id = (JSON.parse(text) as { call_id?: unknown }).call_id;
-    return typeof id === "string" && /^[a-f0-9]{32}$/.test(id) ? id : undefined;
-  } catch {
-    return undefined;
   }
 }
