@@ -8,12 +8,14 @@ import { newId } from "./shared/ids.ts";
 import { catalog } from "./routes/catalog.ts";
 import { health } from "./routes/health.ts";
 import { internal } from "./routes/internal.ts";
+import { openapi } from "./routes/openapi.ts";
 import { sessions } from "./routes/sessions.ts";
 
 export const app = new Hono<AppEnv>({ strict: false });
 
 app.use("*", requestContext);
 app.route("/health", health);
+app.route("/", openapi);
 app.route("/sessions", sessions);
 app.route("/catalog", catalog);
 app.route("/internal", internal);
