@@ -1,5 +1,9 @@
-/** HTTP helpers for end-to-end tests: requests with a bearer token and the error-shape check. */
+/**
+ * HTTP helpers for end-to-end tests: requests with a bearer token and the error-shape check. Every
+ * response is validated against the OpenAPI contract (status, headers, body) before it is returned.
+ */
 import { expect } from "vitest";
+import { validateResponse } from "./contract.ts";
 
 export type Reply = { status: number; headers: Headers; body: any; text: string };
 
@@ -19,6 +23,7 @@ export async function call(
   }
   const res = await fetch(`${base}${path}`, { method, headers, body, duplex: "half" } as RequestInit);
   const text = await res.text();
+  validateResponse({ method, url: `${base}${path}`, status: res.status, headers: res.headers, text });
   let parsed: unknown;
   try {
     parsed = text ? JSON.parse(text) : undefined;
