@@ -8,6 +8,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { parseArgs } from "node:util";
+import { SvcClient } from "../client/index.ts";
 import { startScriptedProvider } from "../examples/scripted-provider.ts";
 import { openSse } from "../test/helpers/sse.ts";
 import { ROOT, secret, startStack } from "../test/helpers/stack.ts";
@@ -37,17 +38,17 @@ const stack = await startStack({
   },
   env,
 });
-const auth = { Authorization: `Bearer ${env.TOKEN}`, "Content-Type": "application/json" };
+const svc = new SvcClient({ baseUrl: stack.url, token: env.TOKEN });
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 try {
-  const id = ((await (await fetch(`${stack.url}/sessions`, { method: "POST", headers: auth, body: JSON.stringify({ harness: "pi", config: { model: "openai/gpt-4o-mini", tools: ["t"] } }) })).json()) as { id: string }).id;
+  const { id } = await svc.createSession({ harness: "pi", config: { model: "openai/gpt-4o-mini", tools: ["t"] } });
   const sse = await openSse(`${stack.url}/sessions/${id}/events`, { token: env.TOKEN });
   const toTool: number[] = [];
   const backToModel: number[] = [];
   for (let i = 0; i < N + 5; i++) {
     const before = provider.requests.length;
-    const m = (await (await fetch(`${stack.url}/sessions/${id}/events`, { method: "POST", headers: auth, body: JSON.stringify({ type: "user.message", text: `[[tool t {"i":${i}}]]` }) })).json()) as { id: string };
+    const m = await svc.sendMessage(id, `[[tool t {"i":${i}}]]`);
     await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === m.id, 30_000);
     if (i < 5) continue; // warm-up: harness start, first connections
     const [callReq, nextReq] = provider.requests.slice(before, before + 2);
