@@ -23,9 +23,10 @@ export type ExportEnv = Record<string, unknown>;
 /** What keeps the timer's work alive: `ctx.waitUntil` of the request or object. */
 export type KeepAlive = (p: Promise<unknown>) => void;
 
-const instanceId = newId();
+// Both set on first use: a Worker's global scope may not draw random values, and its clock reads 0.
+let instanceId: string | undefined;
 let armed = false;
-let lastExport = Date.now();
+let lastExport: number | undefined;
 
 function endpointOf(env: ExportEnv): string | undefined {
   const e = env.OTEL_EXPORTER_OTLP_ENDPOINT;
@@ -55,6 +56,7 @@ export function scheduleExport(env: ExportEnv, keepAlive: KeepAlive): void {
   }
   if (armed || registry.empty) return;
   armed = true;
+  lastExport ??= Date.now();
   const delay = Math.max(0, lastExport + EXPORT_INTERVAL_MS - Date.now());
   keepAlive(
     new Promise<void>((resolve) => setTimeout(resolve, delay)).then(async () => {
@@ -72,7 +74,7 @@ async function send(endpoint: string, headers: Record<string, string>): Promise<
     const res = await fetch(`${endpoint}/v1/metrics`, {
       method: "POST",
       headers: { ...headers, "Content-Type": "application/json" },
-      body: JSON.stringify(exportRequest(w, instanceId)),
+      body: JSON.stringify(exportRequest(w, (instanceId ??= newId()))),
       signal: AbortSignal.timeout(EXPORT_TIMEOUT_MS),
     });
     await res.body?.cancel();

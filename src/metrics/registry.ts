@@ -17,7 +17,8 @@ export type Point =
 export type Window = { start: number; end: number; metrics: Map<MetricName, Point[]> };
 
 class Registry {
-  #start = Date.now();
+  /** Start of the current window: the first record after an export (0 until then). */
+  #start = 0;
   #points = new Map<MetricName, Map<string, Point>>();
   get empty(): boolean {
     return this.#points.size === 0;
@@ -27,6 +28,7 @@ class Registry {
     const allowed: readonly string[] = METRICS[name].labels;
     for (const k of Object.keys(labels)) if (!allowed.includes(k)) throw new Error(`metric ${name} has no label ${k}`);
     const key = JSON.stringify(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)));
+    if (this.#points.size === 0) this.#start = Date.now();
     let byLabels = this.#points.get(name);
     if (!byLabels) this.#points.set(name, (byLabels = new Map()));
     let p = byLabels.get(key);
