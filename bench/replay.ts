@@ -1,11 +1,13 @@
 /**
  * Replay rate of a long log: retained events/s delivered to a fresh SSE client, beside the same
- * log read as JSON pages, on the real local stack, in one run.
+ * log read as JSON pages and through the typed client's resumable stream (client/), on the real
+ * local stack, in one run.
  *
  *   node bench/replay.ts [--events 10000] [--text 200]
  */
 import { parseArgs } from "node:util";
 import { EventSourceParserStream } from "eventsource-parser/stream";
+import { SvcClient } from "../client/index.ts";
 import { secret, startStack } from "../test/helpers/stack.ts";
 
 const { values } = parseArgs({ options: { events: { type: "string", default: "10000" }, text: { type: "string", default: "200" } } });
@@ -24,26 +26,26 @@ const stack = await startStack({
   // No runner-host: messages stay queued, so the log grows with user.message events only.
   runner: false,
 });
-const auth = { Authorization: `Bearer ${env.TOKEN}`, "Content-Type": "application/json" };
-const post = (path: string, body: unknown): Promise<any> => fetch(`${stack.url}${path}`, { method: "POST", headers: auth, body: JSON.stringify(body) }).then((r) => r.json());
+const auth = { Authorization: `Bearer ${env.TOKEN}` };
+const svc = new SvcClient({ baseUrl: stack.url, token: env.TOKEN });
 
 try {
-  const id = (await post("/sessions", { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } })).id;
+  const id = (await svc.createSession({ harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } })).id;
   // Seed: bursts of 1000 queued messages, cancelled by an interrupt (+1001 events) and resumed.
   const t0 = performance.now();
   let seeded = 0;
   while (seeded < N) {
     const burst = Math.min(1000, N - seeded);
     for (let i = 0; i < burst; i += 8) {
-      await Promise.all(Array.from({ length: Math.min(8, burst - i) }, () => post(`/sessions/${id}/events`, { type: "user.message", text: TEXT })));
+      await Promise.all(Array.from({ length: Math.min(8, burst - i) }, () => svc.sendMessage(id, TEXT)));
     }
-    await post(`/sessions/${id}/events`, { type: "user.interrupt" });
-    await post(`/sessions/${id}/resume`, {});
+    await svc.interrupt(id);
+    await svc.resume(id);
     seeded += burst * 2 + 2;
   }
   let total = 0;
   for (let after = ""; ; ) {
-    const p: any = await (await fetch(`${stack.url}/sessions/${id}/events?limit=1000&after=${after}`, { headers: auth })).json();
+    const p = await svc.events(id, { after, limit: 1000 });
     if (p.events.length === 0) break;
     total += p.events.length;
     after = p.next_cursor;
@@ -74,6 +76,11 @@ try {
     ctl.abort();
     return n;
   });
+  const typed = await measure("typed client stream (client/)", async () => {
+    let n = 0;
+    for await (const _ of svc.stream(id)) if (++n >= total) break;
+    return n;
+  });
   const json = await measure("JSON pages (limit 1000)", async () => {
     let n = 0;
     for (let after = ""; ; ) {
@@ -84,7 +91,7 @@ try {
     }
   });
   console.log(`\n| read path | events/s (median of 3) | ratio to JSON pages |\n| --- | --- | --- |`);
-  for (const r of [sse, json]) console.log(`| ${r.label} | ${Math.round(r.median)} | ${(r.median / json.median).toFixed(2)} |`);
+  for (const r of [sse, typed, json]) console.log(`| ${r.label} | ${Math.round(r.median)} | ${(r.median / json.median).toFixed(2)} |`);
 } finally {
   await stack.stop();
 }

@@ -11,6 +11,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { parseArgs } from "node:util";
+import { SvcClient } from "../client/index.ts";
 import { startScriptedProvider } from "../examples/scripted-provider.ts";
 import { registerExecutor, rpcExecutor, sseExecutor, type CallCommand, type Executor } from "../test/helpers/executors.ts";
 import { openSse } from "../test/helpers/sse.ts";
@@ -43,7 +44,7 @@ const stack = await startStack({
   },
   env,
 });
-const auth = { Authorization: `Bearer ${env.TOKEN}`, "Content-Type": "application/json" };
+const svc = new SvcClient({ baseUrl: stack.url, token: env.TOKEN });
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 
@@ -57,13 +58,13 @@ const answer = (c: CallCommand, ex: Executor) => {
 
 async function measure(bindings: object[], tools: string[], name: string, legs: () => { out: number; back: (next: number) => number }) {
   const body = { harness: "pi", config: { model: "openai/gpt-4o-mini", tools, bindings } };
-  const id = ((await (await fetch(`${stack.url}/sessions`, { method: "POST", headers: auth, body: JSON.stringify(body) })).json()) as { id: string }).id;
+  const { id } = await svc.createSession(body as Parameters<typeof svc.createSession>[0]);
   const sse = await openSse(`${stack.url}/sessions/${id}/events`, { token: env.TOKEN });
   const out: number[] = [];
   const back: number[] = [];
   for (let i = 0; i < N + WARM; i++) {
     const before = provider.requests.length;
-    const m = (await (await fetch(`${stack.url}/sessions/${id}/events`, { method: "POST", headers: auth, body: JSON.stringify({ type: "user.message", text: `[[tool ${name} {"i":${i}}]]` }) })).json()) as { id: string };
+    const m = await svc.sendMessage(id, `[[tool ${name} {"i":${i}}]]`);
     await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === m.id, 30_000);
     if (i < WARM) continue;
     const [callReq, nextReq] = provider.requests.slice(before, before + 2);

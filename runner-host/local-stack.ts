@@ -16,6 +16,9 @@ import { persistedRunnerId } from "./runner-id.ts";
 import { harnessRoot } from "./runner-main.ts";
 import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS, bundleWorker } from "./worker-bundle.ts";
 
+/** The OTLP settings the Worker and its objects read too: they export their own svc.* metrics. */
+const WORKER_TELEMETRY_VARS = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS"];
+
 export type LocalStackOptions = {
   config: HostConfig;
   configPath: string;
@@ -43,7 +46,7 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
   /** Exactly the variables the config names, never the whole host environment. */
   const bindingsFrom = (vars: NodeJS.ProcessEnv) => {
     const b: Record<string, string> = { HOST_CONFIG: JSON.stringify(o.config) };
-    for (const name of referencedVariables(o.config)) if (vars[name] !== undefined) b[name] = vars[name]!;
+    for (const name of [...referencedVariables(o.config), ...WORKER_TELEMETRY_VARS]) if (vars[name] !== undefined) b[name] = vars[name]!;
     b[secretVar] = secret;
     return b;
   };

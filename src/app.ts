@@ -3,18 +3,22 @@ import { Hono } from "hono";
 import { notFound } from "./shared/errors.ts";
 import type { AppEnv } from "./http/context.ts";
 import { errorResponse } from "./http/errors.ts";
+import { httpMetrics } from "./http/metrics.ts";
 import { requestContext, withStandardHeaders } from "./http/middleware.ts";
 import { newId } from "./shared/ids.ts";
 import { catalog } from "./routes/catalog.ts";
 import { executors } from "./routes/executors.ts";
 import { health } from "./routes/health.ts";
 import { internal } from "./routes/internal.ts";
+import { openapi } from "./routes/openapi.ts";
 import { sessions } from "./routes/sessions.ts";
 
 export const app = new Hono<AppEnv>({ strict: false });
 
+app.use("*", httpMetrics);
 app.use("*", requestContext);
 app.route("/health", health);
+app.route("/", openapi);
 app.route("/sessions", sessions);
 app.route("/catalog", catalog);
 app.route("/executors", executors);

@@ -61,6 +61,7 @@ export default defineConfig({
           name: "e2e",
           root,
           include: ["test/e2e/**/*.test.ts"],
+          setupFiles: ["test/e2e/setup.ts"],
           environment: "node",
           testTimeout: 60_000,
           hookTimeout: 60_000,

@@ -20,7 +20,7 @@ export function errorResponse(err: unknown, requestId: string, route: string): R
   });
 }
 
-function toServiceError(err: unknown): ServiceError {
+export function toServiceError(err: unknown): ServiceError {
   if (err instanceof ServiceError) return err;
   if (err instanceof HTTPException && err.status < 500) {
     return new ServiceError(err.status === 404 ? "not_found" : "invalid_request", err.message || "invalid request", err.status);

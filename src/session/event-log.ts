@@ -25,9 +25,9 @@ export const READ_BYTES = 8 * 1024 * 1024;
 export const CHUNK_BYTES = 1_000_000;
 
 export type NewEvent = { type: string; data: Record<string, unknown>; input_id?: string };
-export type LoggedEvent = { seq: number; event: Event; endOffset: number };
+export type LoggedEvent = { seq: number; event: Event; endOffset: number; /** NDJSON line bytes, newline included. */ bytes: number };
 
-type Row = { seq: number; data: string | null; chunks: number; end_offset: number };
+type Row = { seq: number; data: string | null; chunks: number; end_offset: number; bytes: number };
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -71,7 +71,7 @@ export class EventLog {
       const part = bytes.subarray(n * CHUNK_BYTES, (n + 1) * CHUNK_BYTES);
       this.#sql.exec("INSERT INTO event_chunks (seq, n, part) VALUES (?, ?, ?)", seq, n, part);
     }
-    return { seq, event, endOffset };
+    return { seq, event, endOffset, bytes: lineBytes };
   }
 
   /** Events with `seq > after`, oldest first: at most `limit`, and stopping past READ_BYTES. */
@@ -83,9 +83,9 @@ export class EventLog {
     let total = 0;
     while (n < sizes.length && (n === 0 || total + sizes[n]!.bytes <= READ_BYTES)) total += sizes[n++]!.bytes;
     const rows = this.#sql
-      .exec<Row>("SELECT seq, data, chunks, end_offset FROM events WHERE seq > ? ORDER BY seq LIMIT ?", after, n)
+      .exec<Row>("SELECT seq, data, chunks, end_offset, bytes FROM events WHERE seq > ? ORDER BY seq LIMIT ?", after, n)
       .toArray();
-    return rows.map((r) => ({ seq: r.seq, event: JSON.parse(this.#line(r)) as Event, endOffset: r.end_offset }));
+    return rows.map((r) => ({ seq: r.seq, event: JSON.parse(this.#line(r)) as Event, endOffset: r.end_offset, bytes: r.bytes }));
   }
 
   /** The event recorded at `seq`, if any. */

@@ -14,6 +14,8 @@ import type { Event, EventList, Input, Session, Status } from "../shared/api-sch
 import { asResult, asResultAsync, conflict, ERROR_STATUS, overloaded, unauthorized, type Result } from "../shared/errors.ts";
 import { LinkUpSchema, PING, PONG } from "../shared/runner-protocol.ts";
 import { log } from "../log.ts";
+import { scheduleExport } from "../metrics/exporter.ts";
+import { metrics } from "../metrics/registry.ts";
 import { getRuntime } from "../runtime.ts";
 import { POOL_NAME } from "../runner/pool-name.ts";
 import { migrate } from "../storage/migrate.ts";
@@ -366,6 +368,8 @@ export class SessionObject extends DurableObject<Env> {
 
   #publish(events: LoggedEvent[]): void {
     if (events.length === 0) return;
+    metrics.counter("svc.transcript.bytes").add(events.reduce((n, l) => n + l.bytes, 0));
+    scheduleExport(this.env, (p) => this.ctx.waitUntil(p));
     const row = this.#state.require();
     this.#subs.publish(events.map((l) => this.#state.withCursor(row, l.seq, l.event)));
     // Streams opened with an inspection token end with their tool call; executors stop working on it.

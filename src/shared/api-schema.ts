@@ -1,87 +1,142 @@
 /**
  * Request and response bodies of the HTTP interface (spec "Resources and their fields").
- * Requests are strict: unknown fields are `400 invalid_request`. Response types are plain
- * TypeScript: the service builds them, it never parses them.
+ * Requests are strict: unknown fields are `400 invalid_request`. Responses are described by the
+ * same kind of schema: the service never parses them, but the OpenAPI document, the typed client
+ * and the tests' response validation all come from here.
  */
 import { z } from "zod";
+import { component, DateTime, Hex32 } from "./contract-registry.ts";
+import { ERROR_STATUS, type ErrorCode } from "./errors.ts";
+import { SESSION_STATUSES, type SessionStatus } from "./event-schema.ts";
+
+export { SESSION_STATUSES, type SessionStatus };
 
 export const REASONING_EFFORTS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"] as const;
 export type ReasoningEffort = (typeof REASONING_EFFORTS)[number];
-
-export const SESSION_STATUSES = ["idle", "running", "interrupted", "failed", "closed"] as const;
-export type SessionStatus = (typeof SESSION_STATUSES)[number];
 
 /** Spec "Model ID: 1 to 256 characters". */
 export const MAX_MODEL_CHARS = 256;
 
 const jsonSchemaValue = z.record(z.string(), z.unknown());
 
-export const ToolSchema = z.strictObject({
-  name: z.string().min(1),
-  description: z.string().min(1),
-  input_schema: jsonSchemaValue,
-  output_schema: jsonSchemaValue.optional(),
-});
+export const ToolSchema = component(
+  "Tool",
+  z.strictObject({
+    name: z.string().min(1),
+    description: z.string().min(1),
+    input_schema: jsonSchemaValue,
+    output_schema: jsonSchemaValue.optional(),
+  }),
+  "A tool descriptor. `output_schema` applies to successful `structured_content` only.",
+);
 export type Tool = z.infer<typeof ToolSchema>;
 
-export const ToolBindingSchema = z.strictObject({
+export const ToolBindingSchema = component("ToolBinding", z.strictObject({
   alias: z.string().min(1).max(64),
   executor: z.string().regex(/^[a-fA-F0-9]{32}$/, "must be a 32-hex executor id").optional(),
   operations: z.array(z.string().min(1)).optional(),
   parameters: z.unknown().optional(),
   provider: z.string().min(1).optional(),
   runtime: z.array(ToolSchema).optional(),
-});
+}), "A named group of tools in one session: executor-served `runtime` tools, or a host tool (`provider`) whose calls may use a private credential override.");
 export type ToolBinding = z.infer<typeof ToolBindingSchema>;
 
-export const SessionConfigSchema = z.strictObject({
+export const SessionConfigSchema = component("SessionConfig", z.strictObject({
   model: z.string().min(1).max(MAX_MODEL_CHARS),
   tools: z.array(z.string()),
   instructions: z.string().optional(),
   reasoning_effort: z.union([z.enum(REASONING_EFFORTS), z.literal("")]).optional(),
   bindings: z.array(ToolBindingSchema).optional(),
-});
+}), "`model` is `provider/model`. Omitted or empty `reasoning_effort` means `off`.");
 export type SessionConfig = z.infer<typeof SessionConfigSchema>;
 
-export const CredentialInputSchema = z.strictObject({
-  binding: z.string().min(1),
-  value: z.unknown(),
-});
+export const CredentialInputSchema = component(
+  "CredentialInput",
+  z.strictObject({ binding: z.string().min(1), value: z.unknown() }),
+  "A private override for the binding `binding`: a bearer token string, or `{\"headers\": {name: value}}`. Stored encrypted; never returned.",
+);
 
-export const CreateSessionSchema = z.strictObject({
-  harness: z.string(),
-  config: SessionConfigSchema,
-  credentials: z.array(CredentialInputSchema).optional(),
-});
+export const CreateSessionSchema = component(
+  "CreateSession",
+  z.strictObject({
+    harness: z.string(),
+    config: SessionConfigSchema,
+    credentials: z.array(CredentialInputSchema).optional(),
+  }),
+  "The request of create.",
+);
 export type CreateSession = z.infer<typeof CreateSessionSchema>;
 
-export const InputSchema = z.strictObject({
-  type: z.enum(["user.message", "user.interrupt"]),
-  text: z.string().optional(),
-  key: z.string().min(1).max(256).optional(),
-  delivery: z.string().optional(),
-});
+export const InputSchema = component(
+  "Input",
+  z.strictObject({
+    type: z.enum(["user.message", "user.interrupt"]),
+    text: z.string().optional(),
+    key: z.string().min(1).max(256).optional(),
+    delivery: z.string().optional(),
+  }),
+  "The request of send. `text` is required for `user.message`; `key` is its idempotency key; `delivery` `queue` is accepted, `steer` is `422`.",
+);
 export type Input = z.infer<typeof InputSchema>;
 
-/** Resume and flush take an empty body or `{}` (DECISIONS.md). */
-export const EmptySchema = z.strictObject({});
+/** Resume, close and flush take an empty body or `{}`. */
+export const EmptySchema = component("Empty", z.strictObject({}), "An empty object; the body may also be left out.");
 
-export const RestoreSchema = z.strictObject({ checkpoint: z.string() });
+export const RestoreSchema = component(
+  "Restore",
+  z.strictObject({ checkpoint: z.string() }),
+  "The checkpoint to restore: a checkpoint `id` (32 hex).",
+);
 
-export type Checkpoint = { id: string; offset: number; time: string };
+export const CheckpointSchema = component(
+  "Checkpoint",
+  z.strictObject({ id: Hex32, offset: z.number().int().nonnegative(), time: DateTime }),
+  "The last completed turn's checkpoint. `offset` is a byte offset into the session's NDJSON event history.",
+);
+export type Checkpoint = z.output<typeof CheckpointSchema>;
 
-export type Session = {
-  id: string;
-  harness: string;
-  config: SessionConfig;
-  status: SessionStatus;
-  created_at: string;
-  updated_at: string;
-  descriptors: Tool[];
-  checkpoint?: Checkpoint;
-  credential_bindings?: string[];
-};
+export const SessionSchema = component(
+  "Session",
+  z.strictObject({
+    id: Hex32,
+    harness: z.string(),
+    config: SessionConfigSchema,
+    status: z.enum(SESSION_STATUSES),
+    created_at: DateTime,
+    updated_at: DateTime,
+    descriptors: z.array(ToolSchema),
+    checkpoint: CheckpointSchema.optional(),
+    credential_bindings: z.array(z.string()).optional(),
+  }),
+  "A session. `credential_bindings` lists the aliases that have private overrides; values never appear.",
+);
+export type Session = z.output<typeof SessionSchema>;
 
+export const SessionListSchema = component(
+  "SessionList",
+  z.strictObject({ sessions: z.array(SessionSchema) }),
+  "The caller's sessions in ascending id order.",
+);
+
+export const ToolCatalogSchema = component(
+  "ToolCatalog",
+  z.strictObject({ tools: z.array(ToolSchema) }),
+  "The host tools the caller's tenant may enable. No urls, no credentials.",
+);
+
+export const StatusSchema = component("Status", z.strictObject({ status: z.string() }), "A status word.");
+export type Status = z.output<typeof StatusSchema>;
+
+export const ErrorResponseSchema = component(
+  "ErrorResponse",
+  z.strictObject({
+    error: z.strictObject({ code: z.enum(Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]]), message: z.string().min(1) }),
+    request_id: Hex32,
+  }),
+  "Every error. `request_id` equals the `X-Request-ID` header.",
+);
+
+/** The internal envelope the objects build and store; clients see it as `Event` (event-schema.ts). */
 export type Event = {
   id: string;
   type: string;
@@ -92,4 +147,9 @@ export type Event = {
 };
 
 export type EventList = { events: Event[]; next_cursor: string };
-export type Status = { status: string };
+
+export const HealthSchema = component(
+  "Health",
+  z.strictObject({ status: z.enum(["ok", "ready", "not_ready"]) }),
+  "`ok` while the server runs (live); `ready` or `not_ready` (ready).",
+);

@@ -41,8 +41,8 @@ async function handleTool(req: http.IncomingMessage, res: http.ServerResponse, b
   if (path === "/drop") return void (res.writeHead(200, { "Content-Type": "application/json" }), res.write("{"), res.socket?.destroy());
   if (path === "/inspect") {
     const { inspection_token: token, service_url: serviceUrl, session_id: sessionId } = body.scope;
-    const r = await fetch(`${serviceUrl}/sessions/${sessionId}/events`, { headers: { Authorization: `Bearer ${token}` } });
-    inspected = { during: { status: r.status, body: await r.json() }, token, serviceUrl, sessionId };
+    const r = await call(serviceUrl, "GET", `/sessions/${sessionId}/events`, { token });
+    inspected = { during: { status: r.status, body: r.body }, token, serviceUrl, sessionId };
     return result({ content: [{ type: "text", text: `saw ${inspected.during!.body.events?.length} events` }] });
   }
   res.writeHead(404).end();

@@ -1,5 +1,10 @@
-/** HTTP helpers for end-to-end tests: requests with a bearer token and the error-shape check. */
+/**
+ * HTTP helpers for end-to-end tests: requests with a bearer token and the error-shape check. Every
+ * response is validated against the OpenAPI contract (status, headers, body) before it is returned.
+ */
 import { expect } from "vitest";
+import { EventSourceParserStream } from "eventsource-parser/stream";
+import { recordViolation, validateFrame, validateResponse, validateStreamHead } from "./contract.ts";
 
 export type Reply = { status: number; headers: Headers; body: any; text: string };
 
@@ -19,6 +24,7 @@ export async function call(
   }
   const res = await fetch(`${base}${path}`, { method, headers, body, duplex: "half" } as RequestInit);
   const text = await res.text();
+  validateResponse({ method, url: `${base}${path}`, status: res.status, headers: res.headers, text });
   let parsed: unknown;
   try {
     parsed = text ? JSON.parse(text) : undefined;
@@ -46,3 +52,34 @@ export function expectApiError(r: Reply, status: number, code: string): void {
   if (status === 401) expect(r.headers.get("www-authenticate")).toBe("Bearer");
   if (status === 429) expect(r.headers.get("retry-after")).toBe("1");
 }
+
+/**
+ * `fetch` for the typed client in e2e tests and benches: every response is checked against the
+ * contract like `call`'s, and every frame of an event stream as it passes (violations fail the test
+ * through the e2e setup).
+ */
+export const checkedFetch: typeof fetch = async (input, init) => {
+  const res = await fetch(input, init);
+  const method = init?.method ?? "GET";
+  const url = String(input);
+  if (res.status === 200 && (res.headers.get("content-type") ?? "").startsWith("text/event-stream") && res.body) {
+    let media: ReturnType<typeof validateStreamHead> | undefined;
+    recordViolation(() => (media = validateStreamHead(method, url, res.status, res.headers)));
+    if (!media) return res;
+    const [mine, theirs] = res.body.tee();
+    void (async () => {
+      const reader = theirs.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream()).getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        recordViolation(() => validateFrame(media!, value));
+      }
+    })().catch(() => {
+      // The stream was cut or aborted: the client's side sees the same.
+    });
+    return new Response(mine, { status: res.status, statusText: res.statusText, headers: res.headers });
+  }
+  const text = await res.clone().text();
+  recordViolation(() => validateResponse({ method, url, status: res.status, headers: res.headers, text }));
+  return res;
+};

@@ -3,6 +3,7 @@
  * framed on the wire (`id` undefined on live-only events) and comment frames (keepalives).
  */
 import { EventSourceParserStream } from "eventsource-parser/stream";
+import { recordViolation, validateFrame, validateResponse, validateStreamHead } from "./contract.ts";
 
 export type Frame = { id?: string; event?: string; data: string; json: any };
 
@@ -41,6 +42,9 @@ export async function openSse(
   };
   let endedResolve!: () => void;
   const ended = new Promise<void>((r) => (endedResolve = r));
+  // The contract: a stream's head and each frame, or an error's whole response.
+  const media = res.status === 200 ? validateStreamHead("GET", url, res.status, res.headers) : undefined;
+  if (res.status !== 200) validateResponse({ method: "GET", url, status: res.status, headers: res.headers, text: await res.text() });
   if (res.status === 200 && res.body) {
     const reader = res.body
       .pipeThrough(new TextDecoderStream())
@@ -51,6 +55,7 @@ export async function openSse(
         for (;;) {
           const { done, value } = await reader.read();
           if (done) break;
+          recordViolation(() => validateFrame(media!, value));
           frames.push({ id: value.id, event: value.event, data: value.data, json: JSON.parse(value.data) });
           for (const w of [...waiters]) if (frames.length >= w.n) (waiters.splice(waiters.indexOf(w), 1), w.resolve());
         }
