@@ -44,7 +44,7 @@ export const FAULTS: readonly Fault[] = [
     what: "kill -9 of a harness process",
     shape: mixed,
     async inject(t, r) {
-      const pids = t.liveHarnessPids();
+      const pids = t.currentHarnessPids();
       if (pids.length === 0) throw new Error("no live harness process to kill");
       process.kill(r.pick(pids), "SIGKILL");
     },

@@ -36,7 +36,9 @@ export type Topology = {
   up(): void;
   startStack(): Promise<void>;
   startRunner(): Promise<void>;
-  /** Every harness pid any runner of this run reported started and that is still alive. */
+  /** Harness pids the current runner-host reported started that are still alive. */
+  currentHarnessPids(): number[];
+  /** Every harness pid any runner-host of this run reported started that is still alive. */
   liveHarnessPids(): number[];
   stop(): Promise<void>;
 };
@@ -94,6 +96,7 @@ export async function startTopology(o: TopologyOptions = {}): Promise<Topology> 
       runners.push(t.runner);
       await t.runner.waitForLog(/"msg":"runner-host connected"/, START_MS);
     },
+    currentHarnessPids: () => t.runner.harnessPids().filter(alive),
     liveHarnessPids: () => runners.flatMap((r) => r.harnessPids()).filter(alive),
     async stop() {
       await Promise.all([t.runner?.stop(STOP_GRACE_MS), t.stack?.stop(STOP_GRACE_MS)]);
