@@ -2,7 +2,7 @@
  * The oversize native state fault: tenant A grows its native state past the reference harness's
  * 8 MiB line limit (three turns of ~3 MiB output), fails a turn (a provider error), resumes and
  * sends — which re-opens its session from that state — while tenant B's turn runs in the same
- * harness process. One tenant's fault must stay with that tenant: B's turn must end `idle`, and so
+ * harness process (a 3–6 s streamed reply, so the re-open lands while it runs). One tenant's fault must stay with that tenant: B's turn must end `idle`, and so
  * must A's (its state is far below `limits.session_bytes`). A is grown once and the
  * fail/resume/send cycle repeats once per run, as a hostile tenant could.
  */
@@ -35,7 +35,7 @@ export async function runOversize(t: Topology, r: Rng, runs: number, deadline: n
         if (failed === "timeout") throw new Error("A's failing turn did not end");
         if (failed !== "idle") await a.resume();
 
-        const bTurn = await b.send(`[[deltas ${r.int(40, 80)} size=8]] [[delay ${r.int(20, 35)}]]`, key(run, "b"), { idle: true });
+        const bTurn = await b.send(`[[deltas ${r.int(100, 160)} size=8]] [[delay ${r.int(30, 40)}]]`, key(run, "b"), { idle: true });
         await b.reached(bTurn, ["session.status"], TURN_MS);
         const aTurn = await a.send(`again ${run}`, key(run, "a"), { idle: true });
         const [aEnd, bEnd] = await Promise.all([a.ended(aTurn, TURN_MS), b.ended(bTurn, TURN_MS)]);
