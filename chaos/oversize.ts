@@ -2,9 +2,10 @@
  * The oversize native state fault: tenant A grows its native state past the reference harness's
  * 8 MiB line limit (three turns of ~3 MiB output), fails a turn (a provider error), resumes and
  * sends — which re-opens its session from that state — while tenant B's turn runs in the same
- * harness process (a 3–6 s streamed reply, so the re-open lands while it runs). One tenant's fault must stay with that tenant: B's turn must end `idle`, and so
- * must A's (its state is far below `limits.session_bytes`). A is grown once and the
- * fail/resume/send cycle repeats once per run, as a hostile tenant could.
+ * harness process (a 3–6 s streamed reply, so the re-open lands while it runs). One tenant's
+ * fault must stay with that tenant: B's turn must end `idle`, and so must A's (its state is far
+ * below `limits.session_bytes`). A is grown once and the fail/resume/send cycle repeats once per
+ * run, as a hostile tenant could.
  */
 import type { Rng } from "./rng.ts";
 import { judgeInto, TURN_MS, type FaultReport } from "./run.ts";
