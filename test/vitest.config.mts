@@ -5,7 +5,7 @@ import { defineConfig } from "vitest/config";
 const root = fileURLToPath(new URL("..", import.meta.url));
 
 // Three projects: pure logic in Node (`unit`), objects in workerd (`worker`), and the real local
-// stack driven over HTTP (`e2e`). Run all with `npm test`; one with `--project <name>`.
+// stack driven over HTTP (`e2e`, with the short chaos run). Run all with `npm test`; one with `--project <name>`.
 export default defineConfig({
   test: {
     projects: [
@@ -60,7 +60,8 @@ export default defineConfig({
         test: {
           name: "e2e",
           root,
-          include: ["test/e2e/**/*.test.ts"],
+          // test/chaos: the short chaos run (the full one is `npm run chaos`).
+          include: ["test/e2e/**/*.test.ts", "test/chaos/**/*.test.ts"],
           setupFiles: ["test/e2e/setup.ts"],
           environment: "node",
           testTimeout: 60_000,
