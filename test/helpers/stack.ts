@@ -31,15 +31,19 @@ export type StackOptions = {
   dir?: string;
   /** false: start the Worker alone (`-no-runner`), so accepted messages wait and no turn runs. */
   runner?: boolean;
+  /** The stack's working directory (default: `dir`). */
+  cwd?: string;
+  /** `data_dir` as written in the config, absolute or relative to `cwd` (default: `<dir>/data`). */
+  dataDir?: string;
 };
 
 export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<Stack> {
   const dir = o.dir ?? mkdtempSync(path.join(tmpdir(), "svc-e2e-"));
   const configPath = path.join(dir, "config.json");
-  writeFileSync(configPath, JSON.stringify({ listen: "127.0.0.1:0", data_dir: path.join(dir, "data"), ...o.config }));
+  writeFileSync(configPath, JSON.stringify({ listen: "127.0.0.1:0", data_dir: o.dataDir ?? path.join(dir, "data"), ...o.config }));
   const args = [path.join(ROOT, "cli/svc.mjs"), "-config", configPath, ...(o.runner === false ? ["-no-runner"] : [])];
   const child = spawn(process.execPath, args, {
-    cwd: dir,
+    cwd: o.cwd ?? dir,
     env: { PATH: process.env.PATH ?? "", HOME: dir, ...o.env },
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
