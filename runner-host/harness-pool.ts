@@ -5,6 +5,9 @@
  * Owns: the processes per harness name, which session is resident (open) in which process, and
  * one FIFO of requests: "make this session resident" (an open) and "give this session a turn".
  * Invariants:
+ * - A process holds sessions of ONE tenant (it is keyed by harness + tenant): whatever one
+ *   tenant's session does to its process (a crash, a framing violation, a runaway), no other
+ *   tenant's turn is in it.
  * - Per harness: at most `max_hosts` processes, `max_shared` resident sessions and
  *   `max_active_turns` running turns per process, `max_starting` opens in flight.
  * - `limits.active` bounds resident sessions on the runner-host (a running turn is always in a
@@ -28,6 +31,8 @@ export interface PoolSession {
   /** Session id inside the harness. */
   readonly key: string;
   readonly harness: string;
+  /** Its tenant: it only shares a process with sessions of the same tenant. */
+  readonly tenant: string;
   /** The provider grant of the session's model as of its latest `open`/`run`. */
   grant(): ProviderGrant;
   /** Model, instructions, effort, tools and the cached native state. */
@@ -171,9 +176,10 @@ export class HarnessPool {
       if (activeBlocked || (this.#starting.get(e.s.harness) ?? 0) >= cfg.max_starting) continue;
       const grant = e.s.grant();
       const procs = this.#procs.get(e.s.harness) ?? [];
-      let p = procs.find((p) => p.usable && p.matches(grant) && p.load < cfg.max_shared);
+      const tenant = e.s.tenant;
+      let p = procs.find((p) => p.usable && p.tenant === tenant && p.matches(grant) && p.load < cfg.max_shared);
       if (!p && procs.length >= cfg.max_hosts) {
-        p = hostBlocked.has(e.s.harness) ? undefined : this.#makeRoom(procs, grant, queued);
+        p = hostBlocked.has(e.s.harness) ? undefined : this.#makeRoom(procs, tenant, grant, queued);
         if (!p) {
           hostBlocked.add(e.s.harness);
           continue;
@@ -183,7 +189,7 @@ export class HarnessPool {
         activeBlocked = true;
         continue;
       }
-      this.#openIn(e, p ?? this.#spawn(e.s.harness, grant));
+      this.#openIn(e, p ?? this.#spawn(e.s.harness, tenant, grant));
     }
     for (const p of this.processes()) {
       if (p.state === "ready" && p.load === 0 && p.running === 0) this.#stopProcess(p, "its last session was detached");
@@ -255,12 +261,12 @@ export class HarnessPool {
   }
 
   /**
-   * Every process of the harness is full or has another key, and there may be no more: detach an
-   * idle session from a matching process (room at once), else stop a process with no running turn
-   * (room once it exited; the request waits for that).
+   * Every process of the harness is full, of another tenant or has another key, and there may be
+   * no more: detach an idle session from a matching process (room at once), else stop a process
+   * with no running turn (room once it exited; the request waits for that).
    */
-  #makeRoom(procs: PooledProcess[], grant: ProviderGrant, queued: Set<PoolSession>): PooledProcess | undefined {
-    const matching = new Set(procs.filter((p) => p.state === "ready" && p.matches(grant)));
+  #makeRoom(procs: PooledProcess[], tenant: string, grant: ProviderGrant, queued: Set<PoolSession>): PooledProcess | undefined {
+    const matching = new Set(procs.filter((p) => p.state === "ready" && p.tenant === tenant && p.matches(grant)));
     if (this.#evictIdle(queued, (r) => matching.has(r.proc))) return [...matching].find((p) => p.load < this.#maxShared(p));
     const idle = procs.find((p) => p.state === "ready" && p.running === 0 && p.opening === 0);
     if (idle) this.#stopProcess(idle, "making room for another process of its harness");
@@ -293,13 +299,14 @@ export class HarnessPool {
     this.#pump();
   }
 
-  #spawn(harness: string, grant: ProviderGrant): PooledProcess {
+  #spawn(harness: string, tenant: string, grant: ProviderGrant): PooledProcess {
     const providers: ProviderTable = {};
     for (const g of this.#o.grants()) providers[g.prefix] = g;
     providers[grant.prefix] = grant;
     const p = new PooledProcess(
       {
         harness,
+        tenant,
         command: this.#o.harnesses[harness]!.command,
         rootDir: this.#o.rootDir,
         baseDir: this.#o.baseDir,

@@ -1,6 +1,6 @@
 /**
- * One harness process as the pool sees it: the `HarnessProcess` client, the provider table it was
- * started with (`init`), and what lives in it: resident sessions, opens in flight, running turns.
+ * One harness process as the pool sees it: the `HarnessProcess` client, its tenant (it holds
+ * sessions of that tenant only), the provider table it was started with (`init`), and what lives in it: resident sessions, opens in flight, running turns.
  *
  * Its provider table is fixed at start: a changed key means a new process (spec "Runner
  * (harness)": idle runners using the old key are recycled), never `set_keys` on a shared one,
@@ -26,6 +26,8 @@ export type ExitListener = (p: PooledProcess, exit: HarnessExit, expected: boole
 
 export type ProcessSpawn = {
   harness: string;
+  /** The only tenant whose sessions this process holds. */
+  tenant: string;
   command: readonly string[];
   rootDir: string;
   baseDir?: string;
@@ -34,6 +36,7 @@ export type ProcessSpawn = {
 
 export class PooledProcess {
   readonly harness: string;
+  readonly tenant: string;
   readonly providers: ProviderTable;
   /** Settles once the process said `ready` and accepted `init`; rejects with an OpenError. */
   readonly ready: Promise<void>;
@@ -46,6 +49,7 @@ export class PooledProcess {
 
   constructor(spawn: ProcessSpawn, providers: ProviderTable, onExit: ExitListener) {
     this.harness = spawn.harness;
+    this.tenant = spawn.tenant;
     this.providers = providers;
     this.ready = this.#start(spawn, onExit);
     this.ready.catch(() => {}); // observed by every open that awaits it

@@ -79,6 +79,9 @@ export class SessionRunner implements PoolSession {
   get key(): string {
     return this.#open?.session_id ?? this.name;
   }
+  get tenant(): string {
+    return this.#open!.tenant;
+  }
   /** Its open settled, nothing running or waiting, not leaving: what an LRU or idle drop may take. */
   get idle(): boolean {
     return this.#openSettled && this.#turn === undefined && this.#runs.length === 0 && !this.#leaving;
