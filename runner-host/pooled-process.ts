@@ -6,8 +6,9 @@
  * (harness)": idle runners using the old key are recycled), never `set_keys` on a shared one,
  * because other sessions in it may still be mid-turn on the old key.
  */
-import { HarnessProcess, type HarnessExit } from "./harness/harness-process.ts";
+import { HarnessError, HarnessProcess, type HarnessExit } from "./harness/harness-process.ts";
 import { OpenCommandSchema, type CommandInput, type ResolvedModel } from "./harness/protocol.ts";
+import { planOpen } from "./harness/state-parts.ts";
 import type { ProviderGrant } from "../src/shared/runner-protocol.ts";
 import type { Logger } from "./log.ts";
 
@@ -83,10 +84,18 @@ export class PooledProcess {
       throw new OpenError(`the session cannot be opened: ${issue.path.join(".")}: ${issue.message}`);
     }
     await this.ready;
+    const plan = planOpen({ op: "open", session: key, ...cmd }, this.hp!.maxLineBytes);
+    if ("error" in plan) throw new OpenError(`the session cannot be opened: ${plan.error}`);
     let res;
     try {
-      res = await this.hp!.request({ op: "open", session: key, ...cmd });
+      for (const part of plan.parts) {
+        const r = await this.hp!.request(part);
+        if (!r.ok) throw new OpenError(`the harness refused the native state: ${r.error.message}`);
+      }
+      res = await this.hp!.request(plan.open);
     } catch (err) {
+      if (err instanceof OpenError) throw err;
+      if (err instanceof HarnessError && err.code === "too_large") throw new OpenError(`the session cannot be opened: ${err.message}`);
       throw new OpenError(`the harness process ended during open: ${(err as Error).message}`);
     }
     if (!res.ok) throw new OpenError(res.error.message);

@@ -10,7 +10,7 @@
  * Invariant: every `tool_call` sent gets exactly one `tool_result`, also when the turn is
  * interrupted or its harness dies (`settle` writes what is missing).
  */
-import type { HarnessProcess } from "./harness/harness-process.ts";
+import { HarnessError, type HarnessProcess } from "./harness/harness-process.ts";
 import type { TurnOptions } from "./turn.ts";
 import type { ToolResult } from "./harness/protocol.ts";
 import { telemetry, traceparentOf, type TraceContext } from "./telemetry.ts";
@@ -138,10 +138,18 @@ export class TurnTools {
     this.#o.beforeSend();
     this.#o.link.send({ t: "tool_result", turn: this.#o.turn, call_id: c.id, result });
     if (!toHarness || this.#o.signal.aborted) return; // an interrupted harness no longer waits for it
+    this.#deliver(c, result, true);
+  }
+
+  /** Hands a result to the harness. One too long for its line limit becomes an error result it can take. */
+  #deliver(c: Call, result: ToolResult, retryTooLarge: boolean): void {
     const { hp, key } = this.#o;
     hp.request({ op: "tool_result", session: key, call_id: c.harnessId, result }).then(
       (res) => !res.ok && this.#o.log("debug", "harness declined a tool result", { code: res.error.code }),
-      () => {}, // the process is gone; its exit ends the turn
+      (err: Error) => {
+        if (!(err instanceof HarnessError && err.code === "too_large") || !retryTooLarge) return; // else the process is gone; its exit ends the turn
+        this.#deliver(c, errorResult(`tool "${c.name}" returned more than the harness can receive in one message`, true), false);
+      },
     );
   }
 }

@@ -70,7 +70,7 @@ export interface HarnessExit {
   message: string;
 }
 
-export type HarnessErrorCode = "exited" | "framing_violation" | "request_timeout" | "not_running";
+export type HarnessErrorCode = "exited" | "framing_violation" | "request_timeout" | "not_running" | "too_large";
 
 export class HarnessError extends Error {
   override name = "HarnessError";
@@ -167,6 +167,11 @@ export class HarnessProcess {
     this.#wire(this.#child);
   }
 
+  /** Longest line the harness reads, in UTF-8 bytes (its `ready`), at most our own reader's limit. */
+  get maxLineBytes(): number {
+    return Math.min(this.ready?.max_line_bytes ?? DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_LINE_BYTES);
+  }
+
   get exitInfo(): HarnessExit | undefined {
     return this.#exitInfo;
   }
@@ -180,6 +185,13 @@ export class HarnessProcess {
       for (const p of Object.values(command.providers)) if (p.key.length >= 4) this.#secrets.add(p.key);
     }
     const id = `c${this.#nextId++}`;
+    const line = serializeJsonLine({ id, ...command });
+    // A line over the harness's limit is a framing violation there and would end every session in
+    // the process: it is refused here instead, and only this request fails.
+    const size = Buffer.byteLength(line, "utf8") - 1;
+    if (size > this.maxLineBytes) {
+      return Promise.reject(new HarnessError("too_large", `${command.op} is ${size} bytes, over the harness's line limit (${this.maxLineBytes} bytes)`));
+    }
     return new Promise((resolveReq, rejectReq) => {
       const timeoutMs = opts.timeoutMs ?? this.#opts.requestTimeoutMs;
       const timer = setTimeout(() => {
@@ -192,7 +204,7 @@ export class HarnessProcess {
         reject: rejectReq,
         timer,
       });
-      this.#child.stdin!.write(serializeJsonLine({ id, ...command }));
+      this.#child.stdin!.write(line);
     });
   }
 

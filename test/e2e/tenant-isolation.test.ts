@@ -72,4 +72,31 @@ describe("a harness process never holds sessions of two tenants", () => {
     a.sse.close();
     b.sse.close();
   });
+
+  it("tenant A's native state past 8 MiB reaches its harness in pieces on reopen; tenant B's running turn goes on", async () => {
+    const a = await session(env.TENANT_A);
+    const b = await session(env.TENANT_B);
+    // Six answers of 1.5 MB each: about 9 MB of native state, more than one 8 MiB harness line.
+    for (let i = 0; i < 6; i++) {
+      const m = await say(a, `big-${i} [[deltas 1500 size=1000]]`);
+      await status(a, "idle", m);
+    }
+    const failing = await say(a, "[[error 500]]");
+    await status(a, "interrupted");
+    expect(a.sse.frames.find((f) => f.event === "session.error" && f.json.input_id === failing)!.json.data.code).toBe("provider_error");
+    expect((await call(stack.url, "POST", `/sessions/${a.id}/resume`, { token: a.token })).status).toBe(200);
+
+    const bm = await say(b, "[[deltas 40 size=2]] [[delay 100]]");
+    await b.sse.waitFor((f) => f.event === "assistant.delta", 30_000);
+    const am = await say(a, "after-reopen-marker");
+    await status(a, "idle", am);
+    await status(b, "idle", bm);
+    expect(b.sse.frames.some((f) => f.event === "session.error")).toBe(false);
+    // The reopened harness had the whole history: the provider saw all six large answers.
+    const req = provider.requests.findLast((r) => JSON.stringify(r.body.messages).includes("after-reopen-marker"))!;
+    const history = req.body.messages.filter((m: { role: string; content: unknown }) => m.role === "assistant" && JSON.stringify(m.content).length > 1_000_000);
+    expect(history).toHaveLength(6);
+    a.sse.close();
+    b.sse.close();
+  });
 });
