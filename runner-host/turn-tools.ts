@@ -11,6 +11,7 @@
  * interrupted or its harness dies (`settle` writes what is missing).
  */
 import { HarnessError, type HarnessProcess } from "./harness/harness-process.ts";
+import { LINK_GIVE_UP_MS } from "./link.ts";
 import type { TurnOptions } from "./turn.ts";
 import type { ToolResult } from "./harness/protocol.ts";
 import { telemetry, traceparentOf, type TraceContext } from "./telemetry.ts";
@@ -20,6 +21,12 @@ import { errorResult } from "./tools/outcome.ts";
 import type { HostTool, ToolScope } from "./tools/types.ts";
 import { newId } from "../src/shared/ids.ts";
 import { INSPECTION_GRACE_MS, mintInspectionToken } from "../src/shared/inspection-token.ts";
+
+/**
+ * How long a host call waits for the object to acknowledge its `tool_call` before giving up, ms:
+ * the link's own give-up bound, since the ack arrives as soon as a dropped link is back.
+ */
+const RECORD_WAIT_MS = LINK_GIVE_UP_MS;
 
 /** How a tool name resolves for a session. */
 export type ToolRoute = { kind: "host"; tool: HostTool } | { kind: "refused"; message: string } | { kind: "harness" };
@@ -64,8 +71,8 @@ export class TurnTools {
       this.#announce(c, call.arguments, false);
       return this.#answer(c, errorResult(`invalid arguments for tool "${call.name}": ${problem}`, false), true);
     }
-    this.#announce(c, call.arguments, true);
-    const run = this.#execute(c, call.arguments, route.tool);
+    const seq = this.#announce(c, call.arguments, true);
+    const run = this.#execute(c, call.arguments, route.tool, seq);
     this.#inFlight.add(run);
     void run.finally(() => this.#inFlight.delete(run));
   }
@@ -85,8 +92,16 @@ export class TurnTools {
     this.#local.clear();
   }
 
-  /** Runs a host call to its result and answers it; never throws. */
-  async #execute(c: Call, args: Record<string, unknown>, tool: HostTool): Promise<void> {
+  /**
+   * Runs a host call to its result and answers it; never throws. The call is dispatched only once
+   * the object has acknowledged its `tool_call` (seq `announced`): the spec's `tool.call` is
+   * emitted "before dispatch", so anything the tool reads back (an inspected session) has it.
+   */
+  async #execute(c: Call, args: Record<string, unknown>, tool: HostTool, announced: number): Promise<void> {
+    if (!(await this.#recorded(announced))) {
+      const why = this.#o.signal.aborted ? "the turn ended first" : "the session did not record the call in time";
+      return this.#answer(c, errorResult(`tool "${c.name}" was not called: ${why}`, false), true);
+    }
     const started = performance.now();
     const span = telemetry().startToolSpan(this.#o.trace, c.name);
     let result: ToolResult;
@@ -127,9 +142,23 @@ export class TurnTools {
     return scope;
   }
 
-  #announce(c: Call, args: Record<string, unknown>, dispatched: boolean): void {
+  /** True once the object acknowledged up to `seq`; false if the turn ends or the link stays away first. */
+  async #recorded(seq: number): Promise<boolean> {
+    const signal = this.#o.signal;
+    if (signal.aborted) return false;
+    let onAbort = () => {};
+    const aborted = new Promise<false>((resolve) => signal.addEventListener("abort", (onAbort = () => resolve(false)), { once: true }));
+    try {
+      return await Promise.race([this.#o.link.waitAcked(RECORD_WAIT_MS, seq), aborted]);
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** Sends the `tool_call`; returns its link seq. */
+  #announce(c: Call, args: Record<string, unknown>, dispatched: boolean): number {
     this.#o.beforeSend();
-    this.#o.link.send({ t: "tool_call", turn: this.#o.turn, call: { id: c.id, name: c.name, arguments: args }, dispatched });
+    return this.#o.link.send({ t: "tool_call", turn: this.#o.turn, call: { id: c.id, name: c.name, arguments: args }, dispatched });
   }
 
   #answer(c: Call, result: ToolResult, toHarness: boolean): void {

@@ -29,7 +29,8 @@ export const INSPECT = { name: "inspect_tool", description: "Reads the session i
 /** Enabled for sessions, but no host tool serves it. */
 export const ORPHAN = { name: "orphan_tool", description: "No host tool behind it", input_schema: { type: "object" } };
 
-type ToolCall = { path: string; headers: IncomingMessage["headers"]; body: any; res: ServerResponse };
+/** `at`: performance.now() when the request arrived. */
+type ToolCall = { path: string; headers: IncomingMessage["headers"]; body: any; res: ServerResponse; at: number };
 
 export class ToolServer {
   readonly calls = new Waiter<ToolCall>();
@@ -38,9 +39,10 @@ export class ToolServer {
   constructor() {
     this.#server = createServer((req, res) => {
       let raw = "";
+      const at = performance.now();
       req.on("data", (c: Buffer) => (raw += c.toString("utf8")));
       req.on("end", () => {
-        const call = { path: req.url ?? "/", headers: req.headers, body: JSON.parse(raw), res };
+        const call = { path: req.url ?? "/", headers: req.headers, body: JSON.parse(raw), res, at };
         if (call.path !== "/slow") {
           res.writeHead(200, { "content-type": "text/event-stream" });
           res.write(`event: progress\ndata: ${JSON.stringify({ step: 1 })}\n\n`);
