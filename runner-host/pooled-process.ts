@@ -9,6 +9,7 @@
 import { HarnessError, HarnessProcess, type HarnessExit } from "./harness/harness-process.ts";
 import { OpenCommandSchema, type CommandInput, type ResolvedModel } from "./harness/protocol.ts";
 import { planOpen } from "./harness/state-parts.ts";
+import { foreign } from "./error-text.ts";
 import type { ProviderGrant } from "../src/shared/runner-protocol.ts";
 import type { Logger } from "./log.ts";
 
@@ -90,15 +91,15 @@ export class PooledProcess {
     try {
       for (const part of plan.parts) {
         const r = await this.hp!.request(part);
-        if (!r.ok) throw new OpenError(`the harness refused the native state: ${r.error.message}`);
+        if (!r.ok) throw new OpenError(`the harness refused the native state: ${foreign(r.error.message)}`);
       }
       res = await this.hp!.request(plan.open);
     } catch (err) {
       if (err instanceof OpenError) throw err;
       if (err instanceof HarnessError && err.code === "too_large") throw new OpenError(`the session cannot be opened: ${err.message}`);
-      throw new OpenError(`the harness process ended during open: ${(err as Error).message}`);
+      throw new OpenError(`the harness process ended during open: ${foreign((err as Error).message)}`);
     }
-    if (!res.ok) throw new OpenError(res.error.message);
+    if (!res.ok) throw new OpenError(`the harness could not open the session: ${foreign(res.error.message)}`);
     this.sessions.add(key);
     return res.result.model;
   }
@@ -137,7 +138,7 @@ export class PooledProcess {
     } catch (err) {
       this.state = "gone";
       onExit(this, { code: null, signal: null, reason: "spawn_failed", message: (err as Error).message }, false);
-      throw new OpenError(`harness ${spawn.harness} could not start: ${firstLine((err as Error).message)}`);
+      throw new OpenError(`harness ${spawn.harness} could not start: ${foreign(firstLine((err as Error).message))}`);
     }
     this.hp = hp;
     hp.onExit((exit) => {
@@ -152,7 +153,7 @@ export class PooledProcess {
     if (res instanceof Error || !res.ok) {
       void hp.kill();
       const why = res instanceof Error ? res.message : res.error.message;
-      throw new OpenError(`harness ${spawn.harness} refused init: ${firstLine(why)}`);
+      throw new OpenError(`harness ${spawn.harness} refused init: ${foreign(firstLine(why))}`);
     }
     if (this.state === "starting") this.state = "ready";
   }
@@ -164,8 +165,9 @@ function firstLine(s: string): string {
 
 /** How a process that was not asked to stop ended: the message its running turns fail with. */
 export function exitMessage(exit: HarnessExit): string {
-  if (exit.reason === "framing_violation") return `the harness process broke stdio framing and was killed: ${exit.message}`;
-  if (exit.reason === "fatal") return `the harness process failed: ${exit.message}`;
+  // The offending line and the harness's own words go to the log (HarnessProcess logs them).
+  if (exit.reason === "framing_violation") return "the harness process broke stdio framing and was killed";
+  if (exit.reason === "fatal") return `the harness process failed: ${foreign(exit.message)}`;
   const how = exit.signal ? `signal ${exit.signal}` : `exit code ${exit.code}`;
   return `the harness process crashed (${how})`;
 }

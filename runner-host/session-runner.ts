@@ -14,6 +14,7 @@ import { SessionLink, type AppliedDown, type LinkOptions } from "./link.ts";
 import type { Logger } from "./log.ts";
 import type { ToolRoute } from "./turn-tools.ts";
 import { Turn, type TurnEnd } from "./turn.ts";
+import { tenantMessage } from "./error-text.ts";
 import type { HostTool, ToolEnv } from "./tools/types.ts";
 
 /** How long `detached` may wait for its ack before the link closes anyway, ms. */
@@ -171,7 +172,7 @@ export class SessionRunner implements PoolSession {
         return undefined;
       },
       (err: Error) => {
-        if (!(err instanceof CancelledError)) this.link.send({ t: "open_failed", message: err.message });
+        if (!(err instanceof CancelledError)) this.link.send({ t: "open_failed", message: tenantMessage(err.message, this.#secrets()) });
         return err.message;
       },
     );
@@ -205,6 +206,7 @@ export class SessionRunner implements PoolSession {
       acceptedAt: run.accepted_at,
       log: this.#o.log,
       onNative: (records) => this.#records.push(...(records as NativeRecord[])),
+      secrets: () => this.#secrets(),
     });
     this.#turn = turn;
     const failed = this.#opened ? await this.#opened : "the session was never opened";
@@ -229,6 +231,11 @@ export class SessionRunner implements PoolSession {
     this.#o.onChange();
     if (this.#leaving) return;
     void this.#nextTurn();
+  }
+
+  /** The provider key this session's turns use: never part of what its tenant reads. */
+  #secrets(): string[] {
+    return this.#grant ? [this.#grant.key] : [];
   }
 
   #route(name: string): ToolRoute {

@@ -40,7 +40,7 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 const CLOSE_AFTER_EXIT_MS = 2_000;
 /** A re-logged stderr line is cut at this many characters so a runaway child cannot flood logs. */
 const MAX_STDERR_LINE_CHARS = 8_192;
-/** Stderr lines kept for error messages, which makes CI failures readable. */
+/** Stderr lines kept for the log record of an abnormal exit, which makes CI failures readable. */
 const STDERR_TAIL_LINES = 20;
 
 export type HarnessLogger = (record: Record<string, unknown>) => void;
@@ -309,7 +309,8 @@ export class HarnessProcess {
     const exit: HarnessExit = { code, signal, reason, message };
     this.#exitInfo = exit;
     this.#rejectAll(this.#exitError(exit, "harness exited"));
-    this.#log(reason === "exited" && code === 0 ? "info" : "warn", "harness exited", { ...exit });
+    const clean = reason === "exited" && code === 0;
+    this.#log(clean ? "info" : "warn", "harness exited", { ...exit, ...(clean ? {} : { stderr_tail: this.#stderrTail.join("\n") }) });
     for (const l of this.#exitListeners) this.#safely("exit listener", () => l(exit));
     this.#exitListeners.clear();
     void rm(this.workDir, { recursive: true, force: true }).finally(() => this.#resolveExited(exit));
@@ -374,11 +375,11 @@ export class HarnessProcess {
     this.#pending.clear();
   }
 
+  /** The error requests fail with. No stderr: that is shared with other sessions and goes to logs only. */
   #exitError(exit: HarnessExit, what: string): HarnessError {
-    const tail = this.#stderrTail.length ? `; stderr tail:\n${this.#stderrTail.join("\n")}` : "";
     const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.code}`;
     const code = exit.reason === "framing_violation" ? "framing_violation" : "exited";
-    return new HarnessError(code, `${what} (${exit.reason}, ${how}): ${exit.message}${tail}`);
+    return new HarnessError(code, `${what} (${exit.reason}, ${how}): ${exit.message}`);
   }
 
   #logStderr(raw: string): void {
