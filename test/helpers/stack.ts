@@ -35,6 +35,8 @@ export type StackOptions = {
   cwd?: string;
   /** `data_dir` as written in the config, absolute or relative to `cwd` (default: `<dir>/data`). */
   dataDir?: string;
+  /** A descriptor the stack inherits as `inherit.at` (as a supervisor might leave one open). */
+  inherit?: { fd: number; at: number };
 };
 
 export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<Stack> {
@@ -45,7 +47,7 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
   const child = spawn(process.execPath, args, {
     cwd: o.cwd ?? dir,
     env: { PATH: process.env.PATH ?? "", HOME: dir, ...o.env },
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: ["ignore", "pipe", "pipe", ...(o.inherit ? [...Array<"ignore">(o.inherit.at - 3).fill("ignore"), o.inherit.fd] : [])],
     detached: true,
   });
   let out = "";
