@@ -67,6 +67,8 @@ export type RigOptions = {
   limits?: { active?: number; loaded?: number };
   harness?: { command?: string[]; max_shared?: number; max_active_turns?: number; max_hosts?: number; max_starting?: number };
   host?: Partial<RunnerHostOptions>;
+  /** Tenants the configuration names besides `acme` (one token each). */
+  tenants?: string[];
 };
 
 export class Rig {
@@ -81,7 +83,7 @@ export class Rig {
     const rig = new Rig();
     [rig.svc, rig.provider] = await Promise.all([FakeService.start(), startScriptedProvider(), rig.tools.start()]);
     const parsed = parseHostConfig({
-      tokens: [{ token_env: "T", tenant: "acme", manage: true }],
+      tokens: [{ token_env: "T", tenant: "acme", manage: true }, ...(o.tenants ?? []).map((tenant) => ({ token_env: `T_${tenant}`, tenant }))],
       harnesses: { ref: { command: REFERENCE_HARNESS, ...o.harness } },
       tools: [
         { name: WEATHER.name, description: WEATHER.description, input_schema: WEATHER.input_schema, url: `${rig.tools.url}/weather`, tenants: ["acme"], token_env: "TOOL_TOKEN" },
