@@ -78,7 +78,7 @@ describe("a harness process never holds sessions of two tenants", () => {
     const b = await session(env.TENANT_B);
     // Six answers of 1.5 MB each: about 9 MB of native state, more than one 8 MiB harness line.
     for (let i = 0; i < 6; i++) {
-      const m = await say(a, `big-${i} [[deltas 1500 size=1000]]`);
+      const m = await say(a, `big-${i} [[deltas 15 size=100000]]`);
       await status(a, "idle", m);
     }
     const failing = await say(a, "[[error 500]]");
