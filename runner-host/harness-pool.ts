@@ -5,11 +5,18 @@
  * Owns: the processes per harness name, which session is resident (open) in which process, and
  * one FIFO of requests: "make this session resident" (an open) and "give this session a turn".
  * Invariants:
+ * - A process holds sessions of ONE tenant (it is keyed by harness + tenant): whatever one
+ *   tenant's session does to its process (a crash, a framing violation, a runaway), no other
+ *   tenant's turn is in it.
  * - Per harness: at most `max_hosts` processes, `max_shared` resident sessions and
  *   `max_active_turns` running turns per process, `max_starting` opens in flight.
  * - `limits.active` bounds resident sessions on the runner-host (a running turn is always in a
- *   resident session). At a limit a request WAITS, in order; it is never refused. To make room
- *   an idle resident session (least recently used) is detached, or an idle process stopped.
+ *   resident session). At a limit a request WAITS; it is never refused. To make room an idle
+ *   resident session (least recently used) is detached, or an idle process stopped.
+ * - Fairness across tenants: waiting requests are served round-robin by tenant (the tenant served
+ *   longest ago first, each tenant's own requests in arrival order), and one tenant holds at most
+ *   `limits.active` less a reserve (`tenantReserve`) resident sessions, so hung turns of one
+ *   tenant can never take every slot from the others.
  * - A session only runs in a process started with its current provider grant. A changed key
  *   recycles the process when nothing runs in it, otherwise the session moves to another one.
  *   A session leaving a process stays cached by its owner and is re-opened lazily.
@@ -28,6 +35,8 @@ export interface PoolSession {
   /** Session id inside the harness. */
   readonly key: string;
   readonly harness: string;
+  /** Its tenant: it only shares a process with sessions of the same tenant. */
+  readonly tenant: string;
   /** The provider grant of the session's model as of its latest `open`/`run`. */
   grant(): ProviderGrant;
   /** Model, instructions, effort, tools and the cached native state. */
@@ -39,6 +48,16 @@ export interface PoolSession {
 /** A granted turn: run it on `hp` (a process of `harness`), call `release` exactly when it ended. */
 export type TurnSlot = { hp: HarnessProcess; harness: string; model: ResolvedModel; release(): void };
 
+/**
+ * Slots of `limits.active` one tenant can never hold, so another tenant's message can start while
+ * that tenant's turns hang: an eighth, rounded up (2 of the default 16); none below 4, where a
+ * reserve would cost a tenant too large a share, and none when the configuration names only one
+ * tenant (there is nobody to keep them for).
+ */
+export function tenantReserve(active: number, tenants: number): number {
+  return active < 4 || tenants < 2 ? 0 : Math.ceil(active / 8);
+}
+
 export class CancelledError extends Error {
   override name = "CancelledError";
 }
@@ -46,6 +65,8 @@ export class CancelledError extends Error {
 export type PoolOptions = {
   harnesses: Record<string, Harness>;
   activeLimit: number;
+  /** Distinct tenants the host configuration names (fairness needs at least two). */
+  tenants: number;
   rootDir: string;
   baseDir?: string;
   log: Logger;
@@ -64,6 +85,9 @@ export class HarnessPool {
   #where = new Map<PoolSession, Residency>();
   #queue: Entry[] = [];
   #starting = new Map<string, number>();
+  /** Per tenant, the grant counter when it was last served: round-robin order. */
+  #served = new Map<string, number>();
+  #grants = 0;
   #pumping = false;
   #again = false;
   #stopped = false;
@@ -151,12 +175,41 @@ export class HarnessPool {
     this.#o.onChange?.();
   }
 
-  /** One walk of the queue in arrival order, then the last-detach rule. */
+  /**
+   * The queue in fair order: round by round, one request per tenant, tenants served longest ago
+   * (or never) first; within a tenant, arrival order.
+   */
+  #fairOrder(): Entry[] {
+    const byTenant = new Map<string, Entry[]>();
+    for (const e of this.#queue) {
+      const list = byTenant.get(e.s.tenant);
+      if (list) list.push(e);
+      else byTenant.set(e.s.tenant, [e]);
+    }
+    const tenants = [...byTenant.keys()].sort((a, b) => (this.#served.get(a) ?? -1) - (this.#served.get(b) ?? -1));
+    const out: Entry[] = [];
+    for (let round = 0; out.length < this.#queue.length; round++) {
+      for (const t of tenants) {
+        const e = byTenant.get(t)![round];
+        if (e) out.push(e);
+      }
+    }
+    return out;
+  }
+
+  #residentOf(tenant: string): number {
+    let n = 0;
+    for (const s of this.#where.keys()) if (s.tenant === tenant) n++;
+    return n;
+  }
+
+  /** One walk of the queue in fair order, then the last-detach rule. */
   #pass(): void {
     let activeBlocked = false; // an earlier request waits for `limits.active`: later opens queue behind it
     const hostBlocked = new Set<string>();
     const queued = new Set(this.#queue.map((e) => e.s));
-    for (const e of [...this.#queue]) {
+    const tenantCap = this.#o.activeLimit - tenantReserve(this.#o.activeLimit, this.#o.tenants);
+    for (const e of this.#fairOrder()) {
       if (e.busy) continue;
       const r = this.#where.get(e.s);
       if (r) {
@@ -169,11 +222,14 @@ export class HarnessPool {
         continue;
       }
       if (activeBlocked || (this.#starting.get(e.s.harness) ?? 0) >= cfg.max_starting) continue;
+      const tenant = e.s.tenant;
+      // At its share the tenant waits for one of its own sessions to go idle; others go on.
+      if (this.#residentOf(tenant) >= tenantCap && !this.#evictIdle(queued, (r, s) => s.tenant === tenant)) continue;
       const grant = e.s.grant();
       const procs = this.#procs.get(e.s.harness) ?? [];
-      let p = procs.find((p) => p.usable && p.matches(grant) && p.load < cfg.max_shared);
+      let p = procs.find((p) => p.usable && p.tenant === tenant && p.matches(grant) && p.load < cfg.max_shared);
       if (!p && procs.length >= cfg.max_hosts) {
-        p = hostBlocked.has(e.s.harness) ? undefined : this.#makeRoom(procs, grant, queued);
+        p = hostBlocked.has(e.s.harness) ? undefined : this.#makeRoom(procs, tenant, grant, queued);
         if (!p) {
           hostBlocked.add(e.s.harness);
           continue;
@@ -183,7 +239,7 @@ export class HarnessPool {
         activeBlocked = true;
         continue;
       }
-      this.#openIn(e, p ?? this.#spawn(e.s.harness, grant));
+      this.#openIn(e, p ?? this.#spawn(e.s.harness, tenant, grant));
     }
     for (const p of this.processes()) {
       if (p.state === "ready" && p.load === 0 && p.running === 0) this.#stopProcess(p, "its last session was detached");
@@ -221,6 +277,7 @@ export class HarnessPool {
   #finish(e: Entry, v: TurnSlot | Error): void {
     const i = this.#queue.indexOf(e);
     if (i >= 0) this.#queue.splice(i, 1);
+    if (!(v instanceof Error)) this.#served.set(e.s.tenant, ++this.#grants);
     e.settle(v);
   }
 
@@ -229,6 +286,7 @@ export class HarnessPool {
     const r: Residency = { proc: p, open: false, turn: false, lastUsed: Date.now() };
     this.#where.set(e.s, r);
     this.#starting.set(h, (this.#starting.get(h) ?? 0) + 1);
+    this.#served.set(e.s.tenant, ++this.#grants); // a slot granted, though the open may still fail
     p.opening++;
     e.busy = true;
     p.open(e.s.key, e.s.openCommand()).then(
@@ -255,12 +313,12 @@ export class HarnessPool {
   }
 
   /**
-   * Every process of the harness is full or has another key, and there may be no more: detach an
-   * idle session from a matching process (room at once), else stop a process with no running turn
-   * (room once it exited; the request waits for that).
+   * Every process of the harness is full, of another tenant or has another key, and there may be
+   * no more: detach an idle session from a matching process (room at once), else stop a process
+   * with no running turn (room once it exited; the request waits for that).
    */
-  #makeRoom(procs: PooledProcess[], grant: ProviderGrant, queued: Set<PoolSession>): PooledProcess | undefined {
-    const matching = new Set(procs.filter((p) => p.state === "ready" && p.matches(grant)));
+  #makeRoom(procs: PooledProcess[], tenant: string, grant: ProviderGrant, queued: Set<PoolSession>): PooledProcess | undefined {
+    const matching = new Set(procs.filter((p) => p.state === "ready" && p.tenant === tenant && p.matches(grant)));
     if (this.#evictIdle(queued, (r) => matching.has(r.proc))) return [...matching].find((p) => p.load < this.#maxShared(p));
     const idle = procs.find((p) => p.state === "ready" && p.running === 0 && p.opening === 0);
     if (idle) this.#stopProcess(idle, "making room for another process of its harness");
@@ -272,11 +330,11 @@ export class HarnessPool {
   }
 
   /** Detaches the least recently used idle resident session nobody waits on (and `where` allows); false if none. */
-  #evictIdle(queued: Set<PoolSession>, where: (r: Residency) => boolean = () => true): boolean {
+  #evictIdle(queued: Set<PoolSession>, where: (r: Residency, s: PoolSession) => boolean = () => true): boolean {
     let victim: [PoolSession, Residency] | undefined;
     for (const entry of this.#where) {
       const [s, r] = entry;
-      if (!r.open || r.turn || queued.has(s) || r.proc.state !== "ready" || !where(r)) continue;
+      if (!r.open || r.turn || queued.has(s) || r.proc.state !== "ready" || !where(r, s)) continue;
       if (!victim || r.lastUsed < victim[1].lastUsed) victim = entry;
     }
     if (!victim) return false;
@@ -293,13 +351,14 @@ export class HarnessPool {
     this.#pump();
   }
 
-  #spawn(harness: string, grant: ProviderGrant): PooledProcess {
+  #spawn(harness: string, tenant: string, grant: ProviderGrant): PooledProcess {
     const providers: ProviderTable = {};
     for (const g of this.#o.grants()) providers[g.prefix] = g;
     providers[grant.prefix] = grant;
     const p = new PooledProcess(
       {
         harness,
+        tenant,
         command: this.#o.harnesses[harness]!.command,
         rootDir: this.#o.rootDir,
         baseDir: this.#o.baseDir,

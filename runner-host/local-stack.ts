@@ -55,6 +55,9 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
   const script = await bundleWorker();
   const options = (bindings: Record<string, string>, port: number) => ({
     ...convertV4MiniflareOptions({
+      // Module names are paths relative to `modulesRoot` (default: the working directory); workerd
+      // refuses a name with "..", so a data_dir outside the working directory needs its own root.
+      modulesRoot: dataDir,
       modules: [{ type: "ESModule" as const, path: path.join(dataDir, "worker.mjs"), contents: script }],
       compatibilityDate: COMPATIBILITY_DATE,
       compatibilityFlags: COMPATIBILITY_FLAGS,

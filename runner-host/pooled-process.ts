@@ -1,13 +1,15 @@
 /**
- * One harness process as the pool sees it: the `HarnessProcess` client, the provider table it was
- * started with (`init`), and what lives in it: resident sessions, opens in flight, running turns.
+ * One harness process as the pool sees it: the `HarnessProcess` client, its tenant (it holds
+ * sessions of that tenant only), the provider table it was started with (`init`), and what lives in it: resident sessions, opens in flight, running turns.
  *
  * Its provider table is fixed at start: a changed key means a new process (spec "Runner
  * (harness)": idle runners using the old key are recycled), never `set_keys` on a shared one,
  * because other sessions in it may still be mid-turn on the old key.
  */
-import { HarnessProcess, type HarnessExit } from "./harness/harness-process.ts";
+import { HarnessError, HarnessProcess, type HarnessExit } from "./harness/harness-process.ts";
 import { OpenCommandSchema, type CommandInput, type ResolvedModel } from "./harness/protocol.ts";
+import { planOpen } from "./harness/state-parts.ts";
+import { foreign } from "./error-text.ts";
 import type { ProviderGrant } from "../src/shared/runner-protocol.ts";
 import type { Logger } from "./log.ts";
 
@@ -26,6 +28,8 @@ export type ExitListener = (p: PooledProcess, exit: HarnessExit, expected: boole
 
 export type ProcessSpawn = {
   harness: string;
+  /** The only tenant whose sessions this process holds. */
+  tenant: string;
   command: readonly string[];
   rootDir: string;
   baseDir?: string;
@@ -34,6 +38,7 @@ export type ProcessSpawn = {
 
 export class PooledProcess {
   readonly harness: string;
+  readonly tenant: string;
   readonly providers: ProviderTable;
   /** Settles once the process said `ready` and accepted `init`; rejects with an OpenError. */
   readonly ready: Promise<void>;
@@ -46,6 +51,7 @@ export class PooledProcess {
 
   constructor(spawn: ProcessSpawn, providers: ProviderTable, onExit: ExitListener) {
     this.harness = spawn.harness;
+    this.tenant = spawn.tenant;
     this.providers = providers;
     this.ready = this.#start(spawn, onExit);
     this.ready.catch(() => {}); // observed by every open that awaits it
@@ -79,13 +85,21 @@ export class PooledProcess {
       throw new OpenError(`the session cannot be opened: ${issue.path.join(".")}: ${issue.message}`);
     }
     await this.ready;
+    const plan = planOpen({ op: "open", session: key, ...cmd }, this.hp!.maxLineBytes);
+    if ("error" in plan) throw new OpenError(`the session cannot be opened: ${plan.error}`);
     let res;
     try {
-      res = await this.hp!.request({ op: "open", session: key, ...cmd });
+      for (const part of plan.parts) {
+        const r = await this.hp!.request(part);
+        if (!r.ok) throw new OpenError(`the harness refused the native state: ${foreign(r.error.message)}`);
+      }
+      res = await this.hp!.request(plan.open);
     } catch (err) {
-      throw new OpenError(`the harness process ended during open: ${(err as Error).message}`);
+      if (err instanceof OpenError) throw err;
+      if (err instanceof HarnessError && err.code === "too_large") throw new OpenError(`the session cannot be opened: ${err.message}`);
+      throw new OpenError(`the harness process ended during open: ${foreign((err as Error).message)}`);
     }
-    if (!res.ok) throw new OpenError(res.error.message);
+    if (!res.ok) throw new OpenError(`the harness could not open the session: ${foreign(res.error.message)}`);
     this.sessions.add(key);
     return res.result.model;
   }
@@ -124,7 +138,7 @@ export class PooledProcess {
     } catch (err) {
       this.state = "gone";
       onExit(this, { code: null, signal: null, reason: "spawn_failed", message: (err as Error).message }, false);
-      throw new OpenError(`harness ${spawn.harness} could not start: ${firstLine((err as Error).message)}`);
+      throw new OpenError(`harness ${spawn.harness} could not start: ${foreign(firstLine((err as Error).message))}`);
     }
     this.hp = hp;
     hp.onExit((exit) => {
@@ -139,7 +153,7 @@ export class PooledProcess {
     if (res instanceof Error || !res.ok) {
       void hp.kill();
       const why = res instanceof Error ? res.message : res.error.message;
-      throw new OpenError(`harness ${spawn.harness} refused init: ${firstLine(why)}`);
+      throw new OpenError(`harness ${spawn.harness} refused init: ${foreign(firstLine(why))}`);
     }
     if (this.state === "starting") this.state = "ready";
   }
@@ -151,8 +165,9 @@ function firstLine(s: string): string {
 
 /** How a process that was not asked to stop ended: the message its running turns fail with. */
 export function exitMessage(exit: HarnessExit): string {
-  if (exit.reason === "framing_violation") return `the harness process broke stdio framing and was killed: ${exit.message}`;
-  if (exit.reason === "fatal") return `the harness process failed: ${exit.message}`;
+  // The offending line and the harness's own words go to the log (HarnessProcess logs them).
+  if (exit.reason === "framing_violation") return "the harness process broke stdio framing and was killed";
+  if (exit.reason === "fatal") return `the harness process failed: ${foreign(exit.message)}`;
   const how = exit.signal ? `signal ${exit.signal}` : `exit code ${exit.code}`;
   return `the harness process crashed (${how})`;
 }

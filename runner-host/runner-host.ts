@@ -73,6 +73,7 @@ export class RunnerHost {
     this.pool = new HarnessPool({
       harnesses: o.config.harnesses,
       activeLimit: o.config.limits.active,
+      tenants: new Set(o.config.tokens.map((t) => t.tenant)).size,
       rootDir: o.rootDir,
       baseDir: o.baseDir,
       log: this.#log,

@@ -10,6 +10,7 @@ import { resolveDataDir } from "./config-file.ts";
 import { log } from "./log.ts";
 import { RunnerHost } from "./runner-host.ts";
 import { persistedRunnerId } from "./runner-id.ts";
+import { insecureSecretTarget } from "./socket.ts";
 
 /** Hard deadline for the drain after a signal, ms: the spec's "about 20 seconds", with margin. */
 const EXIT_DEADLINE_MS = 18_000;
@@ -23,6 +24,11 @@ export async function runRunnerHost(o: { config: HostConfig; configPath: string 
   const secret = process.env[config.runners.token_env];
   if (!secret) {
     log("error", "the runner secret variable is not set", { variable: config.runners.token_env });
+    return 1;
+  }
+  const insecure = insecureSecretTarget(config.public_url);
+  if (insecure) {
+    log("error", "svc runner refuses public_url", { public_url: config.public_url, reason: insecure });
     return 1;
   }
   const dataDir = resolveDataDir(config);

@@ -16,6 +16,7 @@ import type { SessionTools, ToolRoute } from "./turn-tools.ts";
 import { SessionCredentials } from "./tools/credentials.ts";
 import { RuntimeReplies } from "./tools/runtime-tool.ts";
 import { Turn, type TurnEnd } from "./turn.ts";
+import { tenantMessage } from "./error-text.ts";
 import type { HostTool, ToolEnv } from "./tools/types.ts";
 
 /** How long `detached` may wait for its ack before the link closes anyway, ms. */
@@ -85,6 +86,9 @@ export class SessionRunner implements PoolSession {
 
   get key(): string {
     return this.#open?.session_id ?? this.name;
+  }
+  get tenant(): string {
+    return this.#open!.tenant;
   }
   /** Its open settled, nothing running or waiting, not leaving: what an LRU or idle drop may take. */
   get idle(): boolean {
@@ -177,7 +181,7 @@ export class SessionRunner implements PoolSession {
         return undefined;
       },
       (err: Error) => {
-        if (!(err instanceof CancelledError)) this.link.send({ t: "open_failed", message: err.message });
+        if (!(err instanceof CancelledError)) this.link.send({ t: "open_failed", message: tenantMessage(err.message, this.#secrets()) });
         return err.message;
       },
     );
@@ -212,6 +216,7 @@ export class SessionRunner implements PoolSession {
       acceptedAt: run.accepted_at,
       log: this.#o.log,
       onNative: (records) => this.#records.push(...(records as NativeRecord[])),
+      secrets: () => this.#secrets(),
     });
     this.#turn = turn;
     const failed = this.#opened ? await this.#opened : "the session was never opened";
@@ -236,6 +241,11 @@ export class SessionRunner implements PoolSession {
     this.#o.onChange();
     if (this.#leaving) return;
     void this.#nextTurn();
+  }
+
+  /** The provider key this session's turns use: never part of what its tenant reads. */
+  #secrets(): string[] {
+    return this.#grant ? [this.#grant.key] : [];
   }
 
   #route(name: string): ToolRoute {

@@ -14,6 +14,25 @@ const DEAD_AFTER_MS = 2 * PING_MS + 5_000;
 export const BACKOFF_MIN_MS = 100;
 export const BACKOFF_MAX_MS = 5_000;
 
+/**
+ * Why the runner secret must not be sent to `baseUrl`, or undefined when it may: over plain
+ * `http:`/`ws:` the secret is only sent to a loopback host (the local stack); anywhere else it
+ * would cross the network readable, so `https:`/`wss:` is required.
+ */
+export function insecureSecretTarget(baseUrl: string): string | undefined {
+  const url = URL.parse(baseUrl);
+  if (!url) return `${JSON.stringify(baseUrl)} is not a URL`;
+  if (url.protocol === "https:" || url.protocol === "wss:") return undefined;
+  if (url.protocol !== "http:" && url.protocol !== "ws:") return `${url.protocol} is not http(s) or ws(s)`;
+  if (isLoopback(url.hostname)) return undefined;
+  return `the runner secret is sent only over https:// or wss:// (plain ${url.protocol.slice(0, -1)} only to a loopback host), and ${url.host} is not loopback`;
+}
+
+function isLoopback(hostname: string): boolean {
+  if (hostname === "localhost" || hostname === "[::1]") return true;
+  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
+}
+
 /** `ws(s)://<base><path>?<query>` with the runner secret as bearer (the Worker checks it). */
 export function dial(baseUrl: string, path: string, secret: string, query: Record<string, string> = {}): WebSocket {
   const url = new URL(path, baseUrl);

@@ -10,7 +10,8 @@
  * Invariant: every `tool_call` sent gets exactly one `tool_result`, also when the turn is
  * interrupted or its harness dies (`settle` writes what is missing).
  */
-import type { HarnessProcess } from "./harness/harness-process.ts";
+import { HarnessError, type HarnessProcess } from "./harness/harness-process.ts";
+import { LINK_GIVE_UP_MS } from "./link.ts";
 import type { TurnOptions } from "./turn.ts";
 import type { ToolResult } from "./harness/protocol.ts";
 import { telemetry, traceparentOf, type TraceContext } from "./telemetry.ts";
@@ -22,6 +23,12 @@ import { awaitRuntimeResult, type RuntimeDescriptor, type RuntimeReplies } from 
 import type { CredentialValue } from "../src/shared/runner-protocol.ts";
 import { newId } from "../src/shared/ids.ts";
 import { INSPECTION_GRACE_MS, mintInspectionToken } from "../src/shared/inspection-token.ts";
+
+/**
+ * How long a host call waits for the object to acknowledge its `tool_call` before giving up, ms:
+ * the link's own give-up bound, since the ack arrives as soon as a dropped link is back.
+ */
+const RECORD_WAIT_MS = LINK_GIVE_UP_MS;
 
 /**
  * How a tool name resolves for a session. A host tool of a binding carries the binding's
@@ -85,8 +92,8 @@ export class TurnTools {
       this.#announce(c, call.arguments, false);
       return this.#answer(c, errorResult(`invalid arguments for tool "${call.name}": ${problem}`, false), true);
     }
-    this.#announce(c, call.arguments, true);
-    const run = route.kind === "runtime" ? this.#executeRuntime(c, route.descriptor) : this.#execute(c, args, route.tool, route.credential === true);
+    const seq = this.#announce(c, call.arguments, true);
+    const run = route.kind === "runtime" ? this.#executeRuntime(c, route.descriptor) : this.#execute(c, args, route.tool, route.credential === true, seq);
     this.#inFlight.add(run);
     void run.finally(() => this.#inFlight.delete(run));
   }
@@ -117,8 +124,16 @@ export class TurnTools {
     this.#finished(c, result, started, span);
   }
 
-  /** Runs a host call to its result and answers it; never throws. */
-  async #execute(c: Call, args: Record<string, unknown>, tool: HostTool, withCredential: boolean): Promise<void> {
+  /**
+   * Runs a host call to its result and answers it; never throws. The call is dispatched only once
+   * the object has acknowledged its `tool_call` (seq `announced`): the spec's `tool.call` is
+   * emitted "before dispatch", so anything the tool reads back (an inspected session) has it.
+   */
+  async #execute(c: Call, args: Record<string, unknown>, tool: HostTool, withCredential: boolean, announced: number): Promise<void> {
+    if (!(await this.#recorded(announced))) {
+      const why = this.#o.signal.aborted ? "the turn ended first" : "the session did not record the call in time";
+      return this.#answer(c, errorResult(`tool "${c.name}" was not called: ${why}`, false), true);
+    }
     const started = performance.now();
     const span = telemetry().startToolSpan(this.#o.trace, c.name);
     let result: ToolResult;
@@ -168,9 +183,23 @@ export class TurnTools {
     return scope;
   }
 
-  #announce(c: Call, args: Record<string, unknown>, dispatched: boolean): void {
+  /** True once the object acknowledged up to `seq`; false if the turn ends or the link stays away first. */
+  async #recorded(seq: number): Promise<boolean> {
+    const signal = this.#o.signal;
+    if (signal.aborted) return false;
+    let onAbort = () => {};
+    const aborted = new Promise<false>((resolve) => signal.addEventListener("abort", (onAbort = () => resolve(false)), { once: true }));
+    try {
+      return await Promise.race([this.#o.link.waitAcked(RECORD_WAIT_MS, seq), aborted]);
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** Sends the `tool_call`; returns its link seq. */
+  #announce(c: Call, args: Record<string, unknown>, dispatched: boolean): number {
     this.#o.beforeSend();
-    this.#o.link.send({ t: "tool_call", turn: this.#o.turn, call: { id: c.id, name: c.name, arguments: args }, dispatched });
+    return this.#o.link.send({ t: "tool_call", turn: this.#o.turn, call: { id: c.id, name: c.name, arguments: args }, dispatched });
   }
 
   #answer(c: Call, result: ToolResult, toHarness: boolean): void {
@@ -179,10 +208,18 @@ export class TurnTools {
     this.#o.beforeSend();
     this.#o.link.send({ t: "tool_result", turn: this.#o.turn, call_id: c.id, result });
     if (!toHarness || this.#o.signal.aborted) return; // an interrupted harness no longer waits for it
+    this.#deliver(c, result, true);
+  }
+
+  /** Hands a result to the harness. One too long for its line limit becomes an error result it can take. */
+  #deliver(c: Call, result: ToolResult, retryTooLarge: boolean): void {
     const { hp, key } = this.#o;
     hp.request({ op: "tool_result", session: key, call_id: c.harnessId, result }).then(
       (res) => !res.ok && this.#o.log("debug", "harness declined a tool result", { code: res.error.code }),
-      () => {}, // the process is gone; its exit ends the turn
+      (err: Error) => {
+        if (!(err instanceof HarnessError && err.code === "too_large") || !retryTooLarge) return; // else the process is gone; its exit ends the turn
+        this.#deliver(c, errorResult(`tool "${c.name}" returned more than the harness can receive in one message`, true), false);
+      },
     );
   }
 }

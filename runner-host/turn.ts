@@ -11,6 +11,7 @@
 import type { TurnEndEvent, SessionEvent } from "./harness/protocol.ts";
 import type { TurnSlot } from "./harness-pool.ts";
 import { DeltaBuffer } from "./delta-buffer.ts";
+import { foreign, tenantMessage } from "./error-text.ts";
 import type { SessionLink } from "./link.ts";
 import type { Logger } from "./log.ts";
 import { telemetry, type TurnSpan } from "./telemetry.ts";
@@ -40,7 +41,19 @@ export type TurnOptions = {
   log: Logger;
   /** Native records the harness appended, for the session's cache. */
   onNative(records: unknown[]): void;
+  /** Exact secret values (provider keys) to remove from tenant-visible text. */
+  secrets(): Iterable<string>;
 };
+
+/**
+ * A harness's `turn.end` error in the service's words: the harness (and through it the provider)
+ * contributes only a redacted, bounded detail.
+ */
+function harnessError(e: NonNullable<TurnEndEvent["error"]>): NonNullable<TurnEnd["error"]> {
+  if (e.code === "conflict") return { code: e.code, message: "the turn was interrupted" };
+  const own = e.code === "provider_error" ? "the model provider failed" : "the harness failed the turn";
+  return { code: e.code, message: `${own}: ${foreign(e.message)}` };
+}
 
 export class Turn {
   readonly id: string;
@@ -89,9 +102,9 @@ export class Turn {
     this.#tools = new TurnTools({ ...this.#o, hp, trace, signal: this.#abort.signal, beforeSend: () => this.#deltas.flush() });
     this.#unsubscribe = hp.onEvent(this.#o.key, (e) => this.#onEvent(e));
     const res = await hp.request({ op: "run", session: this.#o.key, turn: this.id, text }).catch((err: Error) => err);
-    if (res instanceof Error) return this.end({ status: "failed", error: { code: "service_error", message: res.message } });
+    if (res instanceof Error) return this.end({ status: "failed", error: { code: "service_error", message: `the harness did not take the turn: ${foreign(res.message)}` } });
     if (!res.ok) {
-      return this.end({ status: "failed", error: { code: "service_error", message: `the harness refused the turn: ${res.error.message}` } });
+      return this.end({ status: "failed", error: { code: "service_error", message: `the harness refused the turn: ${foreign(res.error.message)}` } });
     }
     // Interrupted while `run` was on its way. (`end` aborts too: a turn whose `turn.end` arrived in
     // the same read as the `run` response is over, not interrupted.)
@@ -119,7 +132,8 @@ export class Turn {
   async #finish(end: TurnEnd): Promise<void> {
     await this.#tools?.settle();
     this.#deltas.flush();
-    const seq = this.#o.link.send({ t: "turn_end", turn: this.id, ...end });
+    const error = end.error && { code: end.error.code, message: tenantMessage(end.error.message, this.#o.secrets()) };
+    const seq = this.#o.link.send({ t: "turn_end", turn: this.id, status: end.status, ...(error ? { error } : {}) });
     this.#resolveDone(seq);
     // The same figures as svc.input.queue_delay and svc.assistant.first_output, for the log.
     const since = (t: number | undefined) => (t === undefined ? null : t - this.#o.acceptedAt);
@@ -179,7 +193,7 @@ export class Turn {
       case "tool.result":
         return this.#tools!.onLocalResult(e.call_id, e.result);
       case "turn.end":
-        return this.end({ status: e.status, ...(e.error ? { error: e.error } : {}) });
+        return this.end({ status: e.status, ...(e.error ? { error: harnessError(e.error) } : {}) });
     }
   }
 }

@@ -1,8 +1,9 @@
 /**
  * The runner-host's client for ONE harness process speaking `svc-harness/1` over stdio.
  *
- * Owns: the child (its own process group), a private directory holding its cwd, HOME and TMPDIR
- * (removed when it exits), the correlation table of in-flight requests and the per-session event
+ * Owns: the child (its own process group; started through ./clean-spawn.ts, so it holds no
+ * inherited descriptor but stdio and, under a root runner-host, runs as an unprivileged user), a
+ * private directory holding its cwd, HOME and TMPDIR (owned by the child's user, removed when it exits), the correlation table of in-flight requests and the per-session event
  * listeners.
  * Invariants:
  * - The child's environment is exactly PATH, HOME, TMPDIR and LANG (spec "Runner (harness)":
@@ -15,10 +16,12 @@
  *   `framing_violation` (spec "States and transitions").
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { accessSync, constants, existsSync } from "node:fs";
+import { chown, mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
+import { harnessIdentity, lookPath, wrappedCommand, type Identity } from "./clean-spawn.ts";
 import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "./jsonl.ts";
 import {
   HarnessOutputSchema,
@@ -40,7 +43,7 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 const CLOSE_AFTER_EXIT_MS = 2_000;
 /** A re-logged stderr line is cut at this many characters so a runaway child cannot flood logs. */
 const MAX_STDERR_LINE_CHARS = 8_192;
-/** Stderr lines kept for error messages, which makes CI failures readable. */
+/** Stderr lines kept for the log record of an abnormal exit, which makes CI failures readable. */
 const STDERR_TAIL_LINES = 20;
 
 export type HarnessLogger = (record: Record<string, unknown>) => void;
@@ -48,8 +51,14 @@ export type HarnessLogger = (record: Record<string, unknown>) => void;
 export interface HarnessProcessOptions {
   /** argv of the harness; `node` in `command[0]` means this Node (`process.execPath`). */
   command: readonly string[];
-  /** The private directory is created under this directory. */
+  /**
+   * The private directory is created under this directory; for a harness running as another user
+   * (`identity`), under the system temp directory instead, since every directory above it must
+   * be traversable by that user.
+   */
   rootDir: string;
+  /** Who the child runs as; default: `harnessIdentity()` (nobody when we are root); null: ourselves. */
+  identity?: Identity | null;
   /** Relative paths in `command` that exist here are made absolute (the child's cwd is private). */
   baseDir?: string;
   /** Name used in log records. */
@@ -70,7 +79,7 @@ export interface HarnessExit {
   message: string;
 }
 
-export type HarnessErrorCode = "exited" | "framing_violation" | "request_timeout" | "not_running";
+export type HarnessErrorCode = "exited" | "framing_violation" | "request_timeout" | "not_running" | "too_large";
 
 export class HarnessError extends Error {
   override name = "HarnessError";
@@ -103,7 +112,7 @@ export class HarnessProcess {
   readonly exited: Promise<HarnessExit>;
 
   #child: ChildProcess;
-  #opts: Required<Omit<HarnessProcessOptions, "baseDir">>;
+  #opts: Required<Omit<HarnessProcessOptions, "baseDir" | "identity">>;
   #pending = new Map<string, Pending>();
   #listeners = new Map<string, Set<(event: SessionEvent) => void>>();
   #exitListeners = new Set<(exit: HarnessExit) => void>();
@@ -119,9 +128,19 @@ export class HarnessProcess {
 
   /** Spawns the harness and resolves once it said `ready`; kills it and rejects otherwise. */
   static async start(options: HarnessProcessOptions): Promise<HarnessProcess> {
-    const dir = await mkdtemp(join(options.rootDir, "harness-"));
-    await Promise.all(["home", "tmp", "work"].map((d) => mkdir(join(dir, d), { mode: 0o700 })));
-    const hp = new HarnessProcess(options, dir);
+    const identity = options.identity === undefined ? harnessIdentity() : (options.identity ?? undefined);
+    // The wrapper execs the harness itself, so a missing binary is caught here, as spawn would.
+    const file = lookPath(resolveCommand(options.command, options.baseDir ?? process.cwd())[0]!, process.env.PATH);
+    try {
+      accessSync(file, constants.X_OK);
+    } catch (err) {
+      throw new HarnessError("exited", `exited before ready (spawn_failed, code null): spawn ${file} ${(err as NodeJS.ErrnoException).code ?? "failed"}`);
+    }
+    const dir = await mkdtemp(join(identity ? tmpdir() : options.rootDir, "svc-harness-"));
+    const subdirs = ["home", "tmp", "work"].map((d) => join(dir, d));
+    await Promise.all(subdirs.map((d) => mkdir(d, { mode: 0o700 })));
+    if (identity) await Promise.all([dir, ...subdirs].map((d) => chown(d, identity.uid, identity.gid)));
+    const hp = new HarnessProcess(options, dir, identity);
     const started = performance.now();
     let readyTimer: NodeJS.Timeout | undefined;
     let unsubscribe = () => {};
@@ -144,7 +163,7 @@ export class HarnessProcess {
     return hp;
   }
 
-  private constructor(options: HarnessProcessOptions, dir: string) {
+  private constructor(options: HarnessProcessOptions, dir: string, identity: Identity | undefined) {
     this.workDir = dir;
     this.#opts = {
       command: options.command,
@@ -156,15 +175,23 @@ export class HarnessProcess {
       log: options.log ?? defaultLogger,
     };
     this.exited = new Promise((r) => (this.#resolveExited = r));
-    const [file, ...args] = resolveCommand(options.command, options.baseDir ?? process.cwd());
-    this.#child = spawn(file!, args, {
+    const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: join(dir, "home"), TMPDIR: join(dir, "tmp"), LANG: "C.UTF-8" };
+    // Through the wrapper: inherited descriptors closed, then the harness exec'd in its place.
+    const [file, args] = wrappedCommand(resolveCommand(options.command, options.baseDir ?? process.cwd()), env.PATH);
+    this.#child = spawn(file, args, {
       cwd: join(dir, "work"),
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: join(dir, "home"), TMPDIR: join(dir, "tmp"), LANG: "C.UTF-8" },
+      env,
       detached: true, // own process group, so kill() reaches everything the harness started
       stdio: ["pipe", "pipe", "pipe"],
+      ...(identity ? { uid: identity.uid, gid: identity.gid } : {}),
     });
     this.pid = this.#child.pid ?? -1;
     this.#wire(this.#child);
+  }
+
+  /** Longest line the harness reads, in UTF-8 bytes (its `ready`), at most our own reader's limit. */
+  get maxLineBytes(): number {
+    return Math.min(this.ready?.max_line_bytes ?? DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_LINE_BYTES);
   }
 
   get exitInfo(): HarnessExit | undefined {
@@ -180,6 +207,13 @@ export class HarnessProcess {
       for (const p of Object.values(command.providers)) if (p.key.length >= 4) this.#secrets.add(p.key);
     }
     const id = `c${this.#nextId++}`;
+    const line = serializeJsonLine({ id, ...command });
+    // A line over the harness's limit is a framing violation there and would end every session in
+    // the process: it is refused here instead, and only this request fails.
+    const size = Buffer.byteLength(line, "utf8") - 1;
+    if (size > this.maxLineBytes) {
+      return Promise.reject(new HarnessError("too_large", `${command.op} is ${size} bytes, over the harness's line limit (${this.maxLineBytes} bytes)`));
+    }
     return new Promise((resolveReq, rejectReq) => {
       const timeoutMs = opts.timeoutMs ?? this.#opts.requestTimeoutMs;
       const timer = setTimeout(() => {
@@ -192,7 +226,7 @@ export class HarnessProcess {
         reject: rejectReq,
         timer,
       });
-      this.#child.stdin!.write(serializeJsonLine({ id, ...command }));
+      this.#child.stdin!.write(line);
     });
   }
 
@@ -297,7 +331,8 @@ export class HarnessProcess {
     const exit: HarnessExit = { code, signal, reason, message };
     this.#exitInfo = exit;
     this.#rejectAll(this.#exitError(exit, "harness exited"));
-    this.#log(reason === "exited" && code === 0 ? "info" : "warn", "harness exited", { ...exit });
+    const clean = reason === "exited" && code === 0;
+    this.#log(clean ? "info" : "warn", "harness exited", { ...exit, ...(clean ? {} : { stderr_tail: this.#stderrTail.join("\n") }) });
     for (const l of this.#exitListeners) this.#safely("exit listener", () => l(exit));
     this.#exitListeners.clear();
     void rm(this.workDir, { recursive: true, force: true }).finally(() => this.#resolveExited(exit));
@@ -362,11 +397,11 @@ export class HarnessProcess {
     this.#pending.clear();
   }
 
+  /** The error requests fail with. No stderr: that is shared with other sessions and goes to logs only. */
   #exitError(exit: HarnessExit, what: string): HarnessError {
-    const tail = this.#stderrTail.length ? `; stderr tail:\n${this.#stderrTail.join("\n")}` : "";
     const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.code}`;
     const code = exit.reason === "framing_violation" ? "framing_violation" : "exited";
-    return new HarnessError(code, `${what} (${exit.reason}, ${how}): ${exit.message}${tail}`);
+    return new HarnessError(code, `${what} (${exit.reason}, ${how}): ${exit.message}`);
   }
 
   #logStderr(raw: string): void {

@@ -90,6 +90,17 @@ export const OpenCommandSchema = z.strictObject({
   tools: z.array(ToolSpecSchema),
   state: NativeStateSchema.optional(),
 });
+/**
+ * A piece of a session's native state, sent before its `open` when the whole state would not fit
+ * in one line (`max_line_bytes` of `ready`). The harness keeps the records, in order, and the next
+ * `open` of that session starts from them followed by `open.state.records`.
+ */
+export const StatePartCommandSchema = z.strictObject({
+  id: Id,
+  op: z.literal("state_part"),
+  session: SessionId,
+  records: z.array(NativeRecordSchema).min(1),
+});
 export const RunCommandSchema = z.strictObject({
   id: Id,
   op: z.literal("run"),
@@ -115,6 +126,7 @@ export const ShutdownCommandSchema = z.strictObject({ id: Id, op: z.literal("shu
 export const CommandSchema = z.discriminatedUnion("op", [
   InitCommandSchema,
   SetKeysCommandSchema,
+  StatePartCommandSchema,
   OpenCommandSchema,
   RunCommandSchema,
   ToolResultCommandSchema,
@@ -147,6 +159,8 @@ const Empty = z.strictObject({});
 export const RESULT_SCHEMAS = {
   init: z.strictObject({ engine: z.string(), catalog: z.string() }),
   set_keys: Empty,
+  /** Records staged for the session so far. */
+  state_part: z.strictObject({ records: z.number().int().positive() }),
   open: z.strictObject({
     model: ResolvedModelSchema,
     thinking_level: z.string(),

@@ -18,6 +18,7 @@ import {
   type CommandOp,
   type ErrorBody,
   type HarnessOutput,
+  type NativeRecord,
   type ProviderConfig,
   type ResultOf,
 } from "../harness/protocol.ts";
@@ -30,6 +31,8 @@ const CATALOG = `pi-ai@${packageVersion("@mariozechner/pi-ai")}`;
 let providers: Record<string, ProviderConfig> | undefined;
 let options: RuntimeOptions = { maxRetries: 0, toolExecution: "parallel" };
 const sessions = new Map<string, Session>();
+/** Native records sent ahead of a session's `open` (`state_part`), consumed by that open. */
+const staged = new Map<string, NativeRecord[]>();
 
 function send(message: HarnessOutput): void {
   writeProtocol(serializeJsonLine(message));
@@ -102,10 +105,22 @@ function execute(cmd: Command): ResultOf<CommandOp> {
       for (const [prefix, { key }] of Object.entries(cmd.providers)) table[prefix] = { ...table[prefix], key };
       return {};
     }
-    case "open": {
+    case "state_part": {
       initialized();
       if (sessions.has(cmd.session)) throw new CommandError("conflict", `session ${cmd.session} is already open`);
-      const s = new Session(cmd, host);
+      const records = staged.get(cmd.session) ?? [];
+      records.push(...cmd.records);
+      staged.set(cmd.session, records);
+      return { records: records.length };
+    }
+    case "open": {
+      initialized();
+      const before = staged.get(cmd.session);
+      staged.delete(cmd.session); // consumed by this open, whether it succeeds or not
+      if (sessions.has(cmd.session)) throw new CommandError("conflict", `session ${cmd.session} is already open`);
+      if (before && !cmd.state) throw new CommandError("invalid_state", "state parts were sent but open has no state");
+      const state = before && cmd.state ? { ...cmd.state, records: [...before, ...cmd.state.records] } : cmd.state;
+      const s = new Session({ ...cmd, state }, host);
       sessions.set(cmd.session, s);
       const { provider, id, api, contextWindow } = s.model;
       return {
@@ -131,6 +146,7 @@ function execute(cmd: Command): ResultOf<CommandOp> {
       return { state: s.exportState() };
     }
     case "detach": {
+      if (staged.delete(cmd.session) && !sessions.has(cmd.session)) return {};
       const s = session(cmd.session);
       if (s.running) throw new CommandError("conflict", "detach needs an idle session");
       sessions.delete(cmd.session);

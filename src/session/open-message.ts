@@ -9,8 +9,9 @@ import type { SessionRow } from "./record.ts";
 import type { Turns } from "./turns.ts";
 import { toolRoutes } from "./runtime-calls.ts";
 
-/** Bytes of native records per `native` message: far under the 32 MiB WebSocket message cap. */
+/** UTF-8 bytes of native records per `native` message: far under the 32 MiB WebSocket message cap. */
 const NATIVE_PART_BYTES = 8 * 1024 * 1024;
+const utf8 = new TextEncoder();
 /** Records read per query while splitting native state. */
 const NATIVE_READ = 200;
 
@@ -40,7 +41,7 @@ export function openMessages(rt: Runtime, row: SessionRow, turns: Turns): OpenMe
     const batch = turns.nativeRecords(after, NATIVE_READ);
     if (batch.length === 0) break;
     for (const r of batch) {
-      const size = JSON.stringify(r.record).length;
+      const size = utf8.encode(JSON.stringify(r.record)).length;
       if (part.length > 0 && bytes + size > NATIVE_PART_BYTES) {
         parts.push(part);
         part = [];

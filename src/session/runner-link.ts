@@ -2,11 +2,14 @@
  * The object end of a session's runner link (protocol: src/shared/runner-protocol.ts).
  *
  * Object → runner messages are numbered and kept in `link_out` until the runner-host acknowledges
- * them, so a reconnect after a dropped socket resends exactly what it missed. The runner socket is
+ * them, so a reconnect after a dropped socket resends exactly what it missed. Provider keys are
+ * never stored: `open` and `run` are kept without `provider.key`, and the key is attached from the
+ * Worker's variables each time the message is sent (a resend carries the key as of the resend). The runner socket is
  * a hibernatable WebSocket tagged `runner` carrying its lease in the attachment; only the current
  * lease's socket is used.
  */
-import type { LinkDown } from "../shared/runner-protocol.ts";
+import type { LinkDown, ProviderGrant } from "../shared/runner-protocol.ts";
+import type { Runtime } from "../runtime.ts";
 import type { SessionState } from "./session-state.ts";
 
 const TAG = "runner";
@@ -14,6 +17,8 @@ const TAG = "runner";
 export const LEASE_GONE = 4409;
 
 type Unnumbered = LinkDown extends infer T ? (T extends { seq: number } ? Omit<T, "seq"> : never) : never;
+/** A provider grant as stored: everything but the key. */
+type StoredGrant = Omit<ProviderGrant, "key">;
 
 export class RunnerLink {
   readonly #ctx: DurableObjectState;
@@ -60,23 +65,29 @@ export class RunnerLink {
     return new Response(null, { status: 101, webSocket: pair[0] });
   }
 
-  /** Numbers and stores a message, and sends it if the runner is connected. In a transaction. */
-  push(m: Unnumbered): void {
+  /**
+   * Numbers and stores a message (without its provider key), and sends it (with the key from
+   * `rt`) if the runner is connected. In a transaction. `rt` is needed for `open` and `run`.
+   */
+  push(m: Unnumbered, rt?: Runtime): void {
     const sql = this.#s.storage.sql;
     const seq = sql.exec<{ s: number }>("UPDATE session SET down_seq = down_seq + 1 RETURNING down_seq AS s").one().s;
-    const body = JSON.stringify({ ...m, seq });
-    sql.exec("INSERT INTO link_out (seq, body) VALUES (?, ?)", seq, body);
-    this.socket()?.send(body);
+    const stored = "provider" in m ? { ...m, provider: withoutKey(m.provider), seq } : { ...m, seq };
+    sql.exec("INSERT INTO link_out (seq, body) VALUES (?, ?)", seq, JSON.stringify(stored));
+    const ws = this.socket();
+    if (ws) ws.send(wire(stored, rt));
   }
 
-  /** The runner applied everything up to `down`: drop it; after a hello, resend the rest. */
-  acked(down: number, resend: boolean): void {
+  /** The runner applied everything up to `down`: drop it; after a hello, resend the rest (keys from `rt`). */
+  acked(down: number, resend: boolean, rt?: Runtime): void {
     const sql = this.#s.storage.sql;
     sql.exec("DELETE FROM link_out WHERE seq <= ?", down);
     if (!resend) return;
     const ws = this.socket();
     if (!ws) return;
-    for (const r of sql.exec<{ body: string }>("SELECT body FROM link_out ORDER BY seq").toArray()) ws.send(r.body);
+    for (const r of sql.exec<{ body: string }>("SELECT body FROM link_out ORDER BY seq").toArray()) {
+      ws.send(wire(JSON.parse(r.body) as StoredDown, rt));
+    }
   }
 
   ackUp(ws: WebSocket, up: number): void {
@@ -105,3 +116,22 @@ export class RunnerLink {
     this.#s.storage.sql.exec("DELETE FROM link_out");
   }
 }
+
+type StoredDown = { t: string; seq: number; provider?: StoredGrant };
+
+function withoutKey(g: ProviderGrant | StoredGrant): StoredGrant {
+  const { prefix, base_url, api } = g;
+  return { prefix, ...(base_url !== undefined ? { base_url } : {}), ...(api !== undefined ? { api } : {}) };
+}
+
+/** The message as sent: a stored provider grant gets the key the Worker holds now. */
+function wire(m: StoredDown, rt: Runtime | undefined): string {
+  if (!m.provider) return JSON.stringify(m);
+  if (!rt) throw new Error(`a ${m.t} message needs the runtime to attach its provider key`);
+  const p = Object.hasOwn(rt.config.providers, m.provider.prefix) ? rt.config.providers[m.provider.prefix] : undefined;
+  // A key gone from the environment since the message was stored: the harness's call fails with
+  // the provider's own refusal, which is what the tenant should see.
+  const key = (p && rt.vars[p.api_key_env]) || "";
+  return JSON.stringify({ ...m, provider: { ...m.provider, key } });
+}
+

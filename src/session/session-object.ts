@@ -86,7 +86,8 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async send(input: Input, traceparent?: string): Promise<Result<Event | Status>> {
-    const { limits } = (await getRuntime(this.env)).config;
+    const rt = await getRuntime(this.env);
+    const { limits } = rt.config;
     if (input.type === "user.message") {
       // A message that needs the session placed is refused up front when no runner-host can take it.
       const row = this.#state.row();
@@ -236,12 +237,8 @@ export class SessionObject extends DurableObject<Env> {
     if (this.#link.leaseOf(ws) !== this.#state.row()?.lease) return ws.close(4409, "lease is not current");
     const m = parsed.data;
     switch (m.t) {
-      case "hello": {
-        this.ctx.storage.sql.exec("UPDATE session SET link_lost_at = NULL");
-        if (this.#state.require().link_state === "requested") return this.#open();
-        this.#link.acked(m.down, true);
-        return;
-      }
+      case "hello":
+        return this.#hello(m.down);
       case "ack":
         return this.#link.acked(m.down, false);
       case "credential":
@@ -285,6 +282,14 @@ export class SessionObject extends DurableObject<Env> {
     if (applied.events.length > 0) await this.#pushIndex();
   }
 
+  /** A (re)connected link: the first hello of a lease opens; a later one resends what is unacked. */
+  async #hello(down: number): Promise<void> {
+    const rt = await getRuntime(this.env);
+    this.ctx.storage.sql.exec("UPDATE session SET link_lost_at = NULL");
+    if (this.#state.require().link_state === "requested") return this.#open();
+    this.#link.acked(down, true, rt);
+  }
+
   /** First hello of a lease: send what to open (config, provider key, native state). */
   async #open(): Promise<void> {
     const rt = await getRuntime(this.env);
@@ -296,7 +301,7 @@ export class SessionObject extends DurableObject<Env> {
     }
     this.ctx.storage.transactionSync(() => {
       this.ctx.storage.sql.exec("UPDATE session SET link_state = 'opening'");
-      for (const m of messages) this.#link.push(m);
+      for (const m of messages) this.#link.push(m, rt);
     });
   }
 
@@ -329,7 +334,7 @@ export class SessionObject extends DurableObject<Env> {
         traceparent: s.input.traceparent ?? undefined,
         accepted_at: Date.parse(s.input.accepted_at),
         provider: grant,
-      });
+      }, rt);
       return s.events;
     });
     if (events.length > 0) {

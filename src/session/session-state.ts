@@ -108,7 +108,7 @@ export class SessionState {
     // "Near the limit": the message plus one maximal record, so the turn it starts can still
     // record its terminal events.
     const need = byteLength(JSON.stringify(data)) + 256 + MAX_RECORD_BYTES;
-    if (r.log_bytes + need > limits.session_bytes) throw overloaded("the session's event log is full");
+    if (this.storedBytes() + need > limits.session_bytes) throw overloaded("the session's event log and native state are full");
     const logged = this.#storage.transactionSync(() => {
       const e = this.append({ type: "user.message", data }, now);
       this.#storage.sql.exec(
@@ -200,6 +200,16 @@ export class SessionState {
     const e = this.append({ type: "session.status", data: { status: to }, input_id: inputId }, now);
     this.#storage.sql.exec("UPDATE session SET status = ?, updated_at = ?, version = version + 1", to, now);
     return [e];
+  }
+
+  /**
+   * What `limits.session_bytes` bounds: the event history plus the harness's native state (the
+   * checkpoint artifact), in bytes.
+   */
+  storedBytes(): number {
+    const sql = this.#storage.sql;
+    const log = sql.exec<{ b: number }>("SELECT log_bytes AS b FROM session").one().b;
+    return log + sql.exec<{ b: number }>("SELECT COALESCE(SUM(bytes), 0) AS b FROM native").one().b;
   }
 
   /** Appends one retained event and advances the history size. Call inside a transaction. */

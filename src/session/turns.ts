@@ -76,8 +76,8 @@ export class Turns {
 
   /**
    * Applies one numbered runner message exactly once (resends at or below `up_seq` are skipped).
-   * Throws (and changes nothing) when the turn's events would not fit: past `sessionBytes` less
-   * TERMINAL_RESERVE, or a record over 4 MiB.
+   * Throws (and changes nothing) when the turn's events or native records would not fit: event
+   * history plus native state past `sessionBytes` less TERMINAL_RESERVE, or a record over 4 MiB.
    */
   apply(m: Numbered, now: string, sessionBytes: number): Applied | "duplicate" | "gap" {
     return this.#s.storage.transactionSync(() => {
@@ -86,8 +86,8 @@ export class Turns {
       if (m.seq !== row.up_seq + 1) return "gap";
       this.#sql.exec("UPDATE session SET up_seq = ?", m.seq);
       const applied = this.#applyOne(m, now);
-      if (this.#s.require().log_bytes > sessionBytes - TERMINAL_RESERVE) {
-        throw new Error(`the session's event log would pass limits.session_bytes (${sessionBytes})`);
+      if (this.#s.storedBytes() > sessionBytes - TERMINAL_RESERVE) {
+        throw new Error(`the session's event log and native state would pass limits.session_bytes (${sessionBytes})`);
       }
       return applied;
     });

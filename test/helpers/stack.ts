@@ -31,17 +31,23 @@ export type StackOptions = {
   dir?: string;
   /** false: start the Worker alone (`-no-runner`), so accepted messages wait and no turn runs. */
   runner?: boolean;
+  /** The stack's working directory (default: `dir`). */
+  cwd?: string;
+  /** `data_dir` as written in the config, absolute or relative to `cwd` (default: `<dir>/data`). */
+  dataDir?: string;
+  /** A descriptor the stack inherits as `inherit.at` (as a supervisor might leave one open). */
+  inherit?: { fd: number; at: number };
 };
 
 export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<Stack> {
   const dir = o.dir ?? mkdtempSync(path.join(tmpdir(), "svc-e2e-"));
   const configPath = path.join(dir, "config.json");
-  writeFileSync(configPath, JSON.stringify({ listen: "127.0.0.1:0", data_dir: path.join(dir, "data"), ...o.config }));
+  writeFileSync(configPath, JSON.stringify({ listen: "127.0.0.1:0", data_dir: o.dataDir ?? path.join(dir, "data"), ...o.config }));
   const args = [path.join(ROOT, "cli/svc.mjs"), "-config", configPath, ...(o.runner === false ? ["-no-runner"] : [])];
   const child = spawn(process.execPath, args, {
-    cwd: dir,
+    cwd: o.cwd ?? dir,
     env: { PATH: process.env.PATH ?? "", HOME: dir, ...o.env },
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: ["ignore", "pipe", "pipe", ...(o.inherit ? [...Array<"ignore">(o.inherit.at - 3).fill("ignore"), o.inherit.fd] : [])],
     detached: true,
   });
   let out = "";

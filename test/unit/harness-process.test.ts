@@ -69,9 +69,13 @@ describe("HarnessProcess", () => {
     expect((err as Error).message).toMatch(/ready_timeout/);
   });
 
-  it("fails start when the child dies before ready, quoting its stderr", async () => {
-    const err = await startFake(["node", "-e", `console.error("cannot start: boom");process.exit(9)`]).catch((e: unknown) => e);
-    expect((err as Error).message).toMatch(/code 9.*cannot start: boom/s);
+  it("fails start when the child dies before ready; its stderr goes to the log, not into the error", async () => {
+    const logs: Record<string, unknown>[] = [];
+    const command = ["node", "-e", `console.error("cannot start: boom");process.exit(9)`];
+    const err = await HarnessProcess.start({ command, rootDir: rootDir(), log: (r) => logs.push(r) }).catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/exited before ready \(exited, code 9\)/);
+    expect((err as Error).message).not.toContain("boom");
+    expect(logs.find((l) => l.msg === "harness exited")).toMatchObject({ code: 9, stderr_tail: "cannot start: boom" });
   });
 
   it("reports a command that cannot be spawned as spawn_failed", async () => {

@@ -30,14 +30,16 @@ describe("runner-host session link", () => {
     fake.autoAck = false; // acks "lost": everything of the turn stays unacked on the runner-host
     const turn = rig.run(fake, `[[tool ${SLOW.name} {}]]`);
     await fake.ups.find((m) => m.t === "tool_call" && m.turn === turn);
-    const held = await rig.tools.calls.next((c) => c.path === "/slow");
     const unacked = rig.host.session("sess-drop")!.link.unacked;
     expect(unacked).toBeGreaterThanOrEqual(4); // native(user), assistant, native(assistant), tool_call
+    expect(rig.tools.calls.items).toHaveLength(0); // not dispatched: its tool_call is not acknowledged
 
     fake.autoAck = true;
     fake.ws!.terminate(); // a deploy, an object restart
     const hello = await fake.hellos.nth(1);
     expect(hello).toEqual({ t: "hello", down: 2 }); // open and run were applied
+    // The resent tool_call is acknowledged now, and only then is the tool called.
+    const held = await rig.tools.calls.next((c) => c.path === "/slow");
     held.res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ content: [{ type: "text", text: "done" }] }));
 
     const end = await turnEnd(fake, turn);

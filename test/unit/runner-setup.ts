@@ -29,7 +29,8 @@ export const INSPECT = { name: "inspect_tool", description: "Reads the session i
 /** Enabled for sessions, but no host tool serves it. */
 export const ORPHAN = { name: "orphan_tool", description: "No host tool behind it", input_schema: { type: "object" } };
 
-type ToolCall = { path: string; headers: IncomingMessage["headers"]; body: any; res: ServerResponse };
+/** `at`: performance.now() when the request arrived. */
+type ToolCall = { path: string; headers: IncomingMessage["headers"]; body: any; res: ServerResponse; at: number };
 
 export class ToolServer {
   readonly calls = new Waiter<ToolCall>();
@@ -38,9 +39,10 @@ export class ToolServer {
   constructor() {
     this.#server = createServer((req, res) => {
       let raw = "";
+      const at = performance.now();
       req.on("data", (c: Buffer) => (raw += c.toString("utf8")));
       req.on("end", () => {
-        const call = { path: req.url ?? "/", headers: req.headers, body: JSON.parse(raw), res };
+        const call = { path: req.url ?? "/", headers: req.headers, body: JSON.parse(raw), res, at };
         if (call.path !== "/slow") {
           res.writeHead(200, { "content-type": "text/event-stream" });
           res.write(`event: progress\ndata: ${JSON.stringify({ step: 1 })}\n\n`);
@@ -65,6 +67,8 @@ export type RigOptions = {
   limits?: { active?: number; loaded?: number };
   harness?: { command?: string[]; max_shared?: number; max_active_turns?: number; max_hosts?: number; max_starting?: number };
   host?: Partial<RunnerHostOptions>;
+  /** Tenants the configuration names besides `acme` (one token each). */
+  tenants?: string[];
 };
 
 export class Rig {
@@ -79,7 +83,7 @@ export class Rig {
     const rig = new Rig();
     [rig.svc, rig.provider] = await Promise.all([FakeService.start(), startScriptedProvider(), rig.tools.start()]);
     const parsed = parseHostConfig({
-      tokens: [{ token_env: "T", tenant: "acme", manage: true }],
+      tokens: [{ token_env: "T", tenant: "acme", manage: true }, ...(o.tenants ?? []).map((tenant) => ({ token_env: `T_${tenant}`, tenant }))],
       harnesses: { ref: { command: REFERENCE_HARNESS, ...o.harness } },
       tools: [
         { name: WEATHER.name, description: WEATHER.description, input_schema: WEATHER.input_schema, url: `${rig.tools.url}/weather`, tenants: ["acme"], token_env: "TOOL_TOKEN" },

@@ -108,6 +108,38 @@ describe("runner-host turns", () => {
     expect(JSON.stringify(rig.provider.requests.at(-1)!.body.messages)).toContain("sunny, 21 C");
   });
 
+  it("dispatches a host tool only after the object acknowledged its tool_call (tool.call before dispatch)", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-ack");
+    await opened(fake);
+    fake.autoAck = false;
+    const turn = rig.run(fake, `[[tool get_weather {"city":"Oslo"}]]`);
+    await fake.ups.find((m) => m.t === "tool_call");
+    const ackedAt = performance.now();
+    fake.autoAck = true;
+    fake.ack();
+    expect((await turnEnd(fake, turn)).status).toBe("completed");
+    expect(rig.tools.calls.items).toHaveLength(1);
+    expect(rig.tools.calls.items[0]!.at).toBeGreaterThan(ackedAt);
+  });
+
+  it("never dispatches a host call whose tool_call the object did not acknowledge before the turn ended", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-noack");
+    await opened(fake);
+    fake.autoAck = false;
+    const turn = rig.run(fake, `[[tool get_weather {"city":"Rome"}]]`);
+    const call = await fake.ups.find((m) => m.t === "tool_call");
+    fake.send({ t: "interrupt", turn });
+    fake.autoAck = true;
+    fake.ack();
+    expect((await turnEnd(fake, turn)).status).toBe("interrupted");
+    const result = fake.ups.items.find((m) => m.t === "tool_result")!;
+    expect(result).toMatchObject({ call_id: call.t === "tool_call" ? call.call.id : "", result: { is_error: true } });
+    expect(result.t === "tool_result" && result.result.unknown_outcome).toBeFalsy();
+    expect(rig.tools.calls.items).toHaveLength(0);
+  });
+
   it("gives an inspect_session tool the service URL and an inspection token for this session and call", async () => {
     rig = await Rig.start();
     const sessionId = "ab".repeat(16);

@@ -1,0 +1,70 @@
+/**
+ * How a harness child is started so that it holds nothing of the runner-host's: no open
+ * descriptor but stdio, and, when the runner-host runs as root, not root's identity.
+ *
+ * Descriptors: Node opens its own files close-on-exec, but descriptors the runner-host itself
+ * inherited (from a supervisor, a CI runner, a shell) are passed on to every child. The child is
+ * therefore started through a tiny wrapper — this Node binary with a one-line script — that closes
+ * every descriptor above 2 listed in /proc/self/fd and then replaces itself with the harness
+ * (`process.execve`, no PATH search, so the command is resolved here first). `/bin/sh` cannot do
+ * this portably: dash only addresses descriptors 0-9. Measured cost: see docs/design-notes.md.
+ *
+ * Identity: as root, harnesses run as an unprivileged user (`SVC_HARNESS_USER`, default
+ * `nobody`, 65534:65534); Node's spawn sets uid/gid (and drops supplementary groups) before the
+ * wrapper runs.
+ */
+import { accessSync, constants, readFileSync } from "node:fs";
+import { delimiter, isAbsolute, join } from "node:path";
+
+/** The wrapper: close every inherited descriptor above stderr, then exec the harness in place. */
+const WRAPPER = [
+  'const fs = require("node:fs");',
+  'let fds = []; try { fds = fs.readdirSync("/proc/self/fd"); } catch {}',
+  "for (const n of fds) { const fd = Number(n); if (fd > 2) { try { fs.closeSync(fd); } catch {} } }",
+  "process.execve(process.argv[1], process.argv.slice(1), process.env);",
+].join(" ");
+
+export type Identity = { uid: number; gid: number };
+
+/** Default harness identity for a root runner-host: the conventional `nobody`. */
+const NOBODY: Identity = { uid: 65534, gid: 65534 };
+
+/** argv for `spawn` that runs `argv` (already resolved by `resolveCommand`) through the wrapper. */
+export function wrappedCommand(argv: readonly string[], path: string | undefined): [string, string[]] {
+  const [file, ...args] = argv;
+  return [process.execPath, ["--no-warnings", "-e", WRAPPER, "--", lookPath(file!, path), ...args]];
+}
+
+/** `name` found on `path` (what a shell would run); an absolute or relative path as it is. */
+export function lookPath(name: string, path: string | undefined): string {
+  if (name.includes("/") || isAbsolute(name)) return name;
+  for (const dir of (path ?? "/usr/bin:/bin").split(delimiter)) {
+    if (!dir) continue;
+    const candidate = join(dir, name);
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return name; // execve fails with ENOENT, reported as the harness exiting before ready
+}
+
+/**
+ * Who harness processes run as: undefined = the runner-host's own identity (it is not root, or
+ * `SVC_HARNESS_USER=root` asked for that). `SVC_HARNESS_USER` is a user name from /etc/passwd or
+ * `uid:gid`.
+ */
+export function harnessIdentity(env: Record<string, string | undefined> = process.env): Identity | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const want = env.SVC_HARNESS_USER?.trim();
+  if (!want) return NOBODY;
+  if (want === "root" || want === "0" || want === "0:0") return undefined;
+  const numeric = /^(\d+):(\d+)$/.exec(want);
+  if (numeric) return { uid: Number(numeric[1]), gid: Number(numeric[2]) };
+  const line = readFileSync("/etc/passwd", "utf8").split("\n").find((l) => l.split(":")[0] === want);
+  if (!line) throw new Error(`SVC_HARNESS_USER: no user ${JSON.stringify(want)} in /etc/passwd`);
+  const [, , uid, gid] = line.split(":");
+  return { uid: Number(uid), gid: Number(gid) };
+}

@@ -1,0 +1,49 @@
+/**
+ * Spec "Limits" `session_bytes`: "local event log and checkpoint artifact size per session". The
+ * harness's native state (the checkpoint artifact) counts together with the event history: a send
+ * near the limit is `429`, and a native append that would pass it is refused (the turn fails as a
+ * local write failure) with nothing of it stored.
+ */
+import { runInDurableObject } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { parseHostConfig } from "../../src/shared/config-schema.ts";
+import { SessionState } from "../../src/session/session-state.ts";
+import { Turns } from "../../src/session/turns.ts";
+import { freshSession, ok } from "./helpers.ts";
+
+const MiB = 1024 * 1024;
+const SESSION_BYTES = 16 * MiB; // the smallest value the spec allows
+const parsed = parseHostConfig({
+  tokens: [{ token_env: "T", tenant: "acme" }],
+  harnesses: { pi: { command: ["node"] } },
+  limits: { session_bytes: SESSION_BYTES },
+});
+if (!parsed.ok) throw new Error(parsed.problems.join("; "));
+const limits = parsed.config.limits;
+const NOW = "2026-01-01T00:00:00.000Z";
+/** A native record of about 1 MiB (the harness's records are opaque JSON objects). */
+const record = (i: number) => ({ role: "assistant", i, text: "n".repeat(MiB) });
+
+describe("limits.session_bytes counts native state with the event log", () => {
+  it("a native append past the limit is refused and stores nothing; a send near it is 429", async () => {
+    const { n, stub } = freshSession();
+    ok(await stub.create(n));
+    await runInDurableObject(stub, (_, state) => {
+      const s = new SessionState(state.storage);
+      const turns = new Turns(s);
+      s.send({ type: "user.message", text: "grow" }, limits, NOW);
+      expect(turns.start(NOW)).toBeDefined();
+      let seq = 1;
+      // About 14 MiB of native state fits beside the small log (16 MiB less a 1 MiB reserve).
+      for (; seq <= 14; seq++) turns.apply({ t: "native", seq, records: [record(seq)] }, NOW, SESSION_BYTES);
+      const before = s.storedBytes();
+      expect(before).toBeGreaterThan(14 * MiB);
+      expect(() => turns.apply({ t: "native", seq, records: [record(seq)] }, NOW, SESSION_BYTES)).toThrow(/limits\.session_bytes/);
+      expect(s.storedBytes()).toBe(before); // the refused append left nothing behind
+      expect(state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM native").one().n).toBe(14);
+      // The event log alone is tiny, yet the session is full: a new message is refused.
+      expect(s.require().log_bytes).toBeLessThan(MiB);
+      expect(() => s.send({ type: "user.message", text: "more" }, limits, NOW)).toThrow(expect.objectContaining({ code: "overloaded" }));
+    });
+  });
+});
