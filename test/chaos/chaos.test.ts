@@ -8,13 +8,6 @@ import { CHAOS_LIMITS, formatReport, problemLines, runFault } from "../../chaos/
 import { FAULTS, OVERSIZE } from "../../chaos/faults.ts";
 import { startTopology, type Topology } from "../../chaos/topology.ts";
 
-/**
- * The oversize native state fault fails on this build (a reopen line over the harness's
- * max_line_bytes kills a process shared with another tenant's turn). Set to true once native
- * state reaches the harness in pieces and processes are not shared across tenants.
- */
-const OVERSIZE_NATIVE_STATE_FIXED = false;
-
 const RUNS = 2;
 const SESSIONS = 2;
 /**
@@ -53,7 +46,7 @@ async function expectNoViolation(fault: string): Promise<void> {
 describe("chaos: with turns in flight, no retained event is lost or doubled and every turn ends in a spec state", () => {
   for (const f of FAULTS) it(`${f.name}: ${f.what}`, () => expectNoViolation(f.name));
 
-  it.skipIf(!OVERSIZE_NATIVE_STATE_FIXED)(
+  it(
     "oversize native state: one tenant's reopen over the harness line limit does not fail another tenant's turn",
     () => expectNoViolation(OVERSIZE),
   );

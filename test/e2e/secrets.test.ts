@@ -30,13 +30,6 @@ const SECRETS = {
 const OVERRIDE_BEARER = planted("sec-override-bearer");
 const OVERRIDE_HEADER = planted("sec-override-header");
 const ALL = [...Object.values(SECRETS), OVERRIDE_BEARER, OVERRIDE_HEADER];
-/**
- * Known gap: the provider key rides in the session object's resend outbox for the runner link
- * (`link_out`) until the runner-host acknowledges the open, so it can sit in that object's SQLite
- * file (and its WAL). Everything else is scanned there; remove this exception once the outbox
- * no longer stores the key.
- */
-const KNOWN_AT_REST = [SECRETS.OPENAI_KEY];
 
 let provider: ScriptedProvider;
 let tool: http.Server;
@@ -164,7 +157,7 @@ describe("secrets", () => {
     ];
     expect(haystacks.some(([w]) => w.endsWith(".sqlite"))).toBe(true);
     const leaks = haystacks.flatMap(([where, text]) =>
-      ALL.filter((s) => text.includes(s) && !(KNOWN_AT_REST.includes(s) && where.includes("SessionObject"))).map((s) => `${s.split("-").slice(0, 2).join("-")} in ${where}`),
+      ALL.filter((s) => text.includes(s)).map((s) => `${s.split("-").slice(0, 2).join("-")} in ${where}`),
     );
     expect(leaks).toEqual([]);
   });
