@@ -8,10 +8,11 @@
  * Idle sessions are detached from their harness process after `SESSION_IDLE_MS` (the last detach
  * closes the process) and let go of entirely after `SESSION_DROP_MS`.
  */
-import type { HostConfig } from "../src/shared/config-schema.ts";
+import { DEFAULT_REGION } from "../src/shared/config-schema.ts";
+import type { RunnerConfig } from "../src/shared/runner-config-schema.ts";
 import { newId } from "../src/shared/ids.ts";
 import type { Capacity, ProviderGrant } from "../src/shared/runner-protocol.ts";
-import { ControlClient, type AttachOrder } from "./control.ts";
+import { ControlClient, type AttachOrder, type ControlOptions } from "./control.ts";
 import { HarnessPool } from "./harness-pool.ts";
 import { log as defaultLog, type Logger } from "./log.ts";
 import { SessionRunner } from "./session-runner.ts";
@@ -39,7 +40,12 @@ export type RunnerHostOptions = {
   secret: string;
   /** Stable across restarts of this runner-host (persisted by the caller). */
   runnerId: string;
-  config: HostConfig;
+  /** A host configuration has these fields too (the local stack passes its own). */
+  config: Pick<RunnerConfig, "public_url" | "harnesses" | "tools" | "limits">;
+  /** The region announced to the service (default "default"). */
+  region?: string;
+  /** Connection events for the caller's health reporting and refusal policy (`svc runner`). */
+  control?: Pick<ControlOptions, "onConnectionChange" | "onRefused" | "onUnreachable">;
   /** Each harness process gets a private directory under this one. */
   rootDir: string;
   /** Relative harness command paths resolve here (default: the working directory). */
@@ -85,7 +91,9 @@ export class RunnerHost {
       runnerId: o.runnerId,
       boot: this.boot,
       harnesses: Object.keys(o.config.harnesses),
+      region: o.region ?? DEFAULT_REGION,
       log: this.#log,
+      ...o.control,
       state: () => ({ draining: this.draining, capacity: this.capacity() }),
       onAttach: (order) => this.#onAttach(order),
     });
