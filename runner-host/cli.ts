@@ -105,7 +105,7 @@ export async function main(argv: string[]): Promise<number> {
 
   const envFile = loadEnvFileBeside(configArg);
   if (envFile) process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "environment file loaded", path: envFile })}\n`);
-  if (command === "runner") return runner_(configArg, check, status);
+  if (command === "runner") return runRunner(configArg, check, status);
   const loaded = await loadConfigFile(configArg);
   if (!loaded.ok) {
     for (const problem of loaded.problems) process.stderr.write(`${configArg}: ${problem}\n`);
@@ -121,7 +121,7 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 /** `svc runner`: only the variables a runner-host reads are required (none for `-status`). */
-async function runner_(configArg: string, check: boolean, status: boolean): Promise<number> {
+async function runRunner(configArg: string, check: boolean, status: boolean): Promise<number> {
   const loaded = await loadRunnerConfigFile(configArg, process.env, { checkEnv: !status });
   if (!loaded.ok) {
     for (const problem of loaded.problems) process.stderr.write(`${configArg}: ${problem}\n`);

@@ -185,6 +185,7 @@ export class RunnerHost {
       },
     });
     this.#sessions.set(session, s);
+    this.#log("info", "session attached", { session, lease, harness });
     this.#control.statusChanged();
     // A superseded lease leaves first: the same session must not be open twice in one harness.
     if (old) void old.abandon("superseded by a newer lease").then(() => s.start());

@@ -18,8 +18,11 @@ export type BundledConfig = {
 
 let bundled: BundledConfig | undefined;
 
-/** Called once by the generated deploy entry, at module evaluation, before any request. */
-export function installBundledConfig(b: BundledConfig): void {
+/**
+ * Called once by the generated deploy entry, at module evaluation, before any request (tests
+ * install one and then `undefined` to fall back to `HOST_CONFIG` again).
+ */
+export function installBundledConfig(b: BundledConfig | undefined): void {
   bundled = b;
 }
 
