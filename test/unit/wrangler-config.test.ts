@@ -11,7 +11,18 @@ import { unstable_readConfig } from "wrangler";
 import { ROOT, WRANGLER_TOML, wranglerCommand } from "../../runner-host/deploy/deploy-command.ts";
 import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS } from "../../runner-host/worker-bundle.ts";
 
-const config = unstable_readConfig({ config: WRANGLER_TOML });
+/** The fields read here (wrangler's own config type does not resolve under nodenext). */
+type WranglerConfig = {
+  name: string;
+  compatibility_date: string;
+  compatibility_flags: string[];
+  durable_objects: { bindings: { name: string; class_name: string }[] };
+  migrations: { new_sqlite_classes?: string[] }[];
+  r2_buckets: { binding: string }[];
+  observability?: { enabled?: boolean };
+  limits?: { cpu_ms?: number };
+};
+const config = unstable_readConfig({ config: WRANGLER_TOML }) as unknown as WranglerConfig;
 
 describe("wrangler.toml and the local stack describe the same Worker", () => {
   it("has the compatibility date and flags of worker-bundle.ts", () => {
