@@ -10,6 +10,7 @@ import { parseHostConfigText, type HostConfig, type ToolBinding } from "./shared
 import { sha256Hex } from "./shared/ids.ts";
 import { bundledConfig } from "./bundled-config.ts";
 import { checkEnvironment } from "./shared/config-env.ts";
+import { workerView } from "./shared/config-vars.ts";
 import { envVars, type Env } from "./env.ts";
 import { log } from "./log.ts";
 import { DEFAULT_RUNNER_SECRET_VAR } from "./runtime-constants.ts";
@@ -79,9 +80,10 @@ async function build(env: Env, text: string): Promise<Runtime> {
     });
   }
   const runnerSecret = vars[config.runners?.token_env ?? DEFAULT_RUNNER_SECRET_VAR];
-  // Tokens deployed as digests were checked by the deploy; every other named variable is checked
-  // here against the Worker's own bindings, with the same rules as `svc -check`.
-  const envProblems = checkEnvironment({ ...config, tokens: config.tokens.filter((t) => !Object.hasOwn(digests, t.token_env)) }, vars);
+  // Tokens deployed as digests were checked by the deploy; every other variable the Worker reads
+  // is checked here against its own bindings, with the same rules as `svc -check`.
+  const view = workerView(config);
+  const envProblems = checkEnvironment({ ...view, tokens: view.tokens.filter((t) => !Object.hasOwn(digests, t.token_env)) }, vars);
   if (envProblems.length > 0) log("warn", "the host configuration names variables the Worker lacks", { problems: envProblems.join("; ") });
   return {
     config,

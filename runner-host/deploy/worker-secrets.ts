@@ -1,14 +1,14 @@
 /**
  * Which variables a deployed Worker needs as secrets, and their values from the deploying
  * machine's environment. Every variable the host configuration names is one Worker secret, except
- * tenant tokens deployed as digests (`-token-digests`): their SHA-256 goes into the bundle instead,
- * which is how a deployment with many tenants stays under the platform's cap on secrets and
- * variables per Worker.
+ * tool bearer tokens (the runner-hosts read those) and tenant tokens deployed as digests
+ * (`-token-digests`): their SHA-256 goes into the bundle instead, which is how a deployment with
+ * many tenants stays under the platform's cap on secrets and variables per Worker.
  */
 import { createHash } from "node:crypto";
 import { checkEnvironment } from "../../src/shared/config-env.ts";
 import type { HostConfig } from "../../src/shared/config-schema.ts";
-import { referencedVariables } from "../../src/shared/config-vars.ts";
+import { referencedVariables, workerView } from "../../src/shared/config-vars.ts";
 
 /** Workers cap on secrets plus variables per Worker (Paid plan; the Free plan allows 64). */
 export const WORKER_VARIABLES_LIMIT = 128;
@@ -24,8 +24,9 @@ export type SecretsPlan = {
 };
 
 export function planSecrets(config: HostConfig, env: Record<string, string | undefined>, o: { tokenDigests: boolean }): SecretsPlan {
-  const problems = checkEnvironment(config, env);
-  const rest: HostConfig = o.tokenDigests ? { ...config, tokens: [] } : config;
+  const view = workerView(config);
+  const problems = checkEnvironment(view, env);
+  const rest: HostConfig = o.tokenDigests ? { ...view, tokens: [] } : view;
   const names = referencedVariables(rest).sort();
   const tokenDigests: Record<string, string> = {};
   if (o.tokenDigests) {
