@@ -114,7 +114,12 @@ export async function runRunnerHost(o: { config: RunnerConfig; configPath: strin
   lock.release();
   if (outcome !== "ok") log("error", "runner-host did not stop cleanly", { outcome });
   else log("info", "stopped");
-  return outcome === "ok" && why !== "refused" ? 0 : 1;
+  const code = outcome === "ok" && why !== "refused" ? 0 : 1;
+  // Drained: sessions detached, harnesses stopped, telemetry flushed, lock released. Sockets still
+  // finishing a close handshake must not hold the exit (measured: ~10 s), which a container's stop
+  // grace would count; the exit happens right after this returns.
+  setTimeout(() => process.exit(code), 0).unref();
+  return code;
 }
 
 function refusalText(code: number): string {
