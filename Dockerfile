@@ -20,7 +20,6 @@ COPY cli cli
 # dependency needs an install script.
 RUN npm ci --omit=dev --omit=optional --ignore-scripts && npm cache clean --force
 COPY src src
-COPY migrations migrations
 COPY runner-host runner-host
 
 # data_dir lives on a volume (runner id, lock, status file, harness directories): one per replica.

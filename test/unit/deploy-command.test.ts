@@ -135,6 +135,14 @@ describe("svc secrets", () => {
     expect(r.stdout + r.stderr).not.toContain(env.TOKEN_A);
   });
 
+  it("-out with -token-digests writes the rest without asking for the tenant tokens", async () => {
+    const file = write("secrets-digests.json", hostConfig());
+    const out = path.join(dir, "digests.secrets.json");
+    const r = await runSvc(["secrets", "-config", file, "-token-digests", "-out", out], { env: { PROVIDER_KEY: env.PROVIDER_KEY, RUNNER_SECRET: env.RUNNER_SECRET } });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(out, "utf8"))).toEqual({ PROVIDER_KEY: env.PROVIDER_KEY, RUNNER_SECRET: env.RUNNER_SECRET });
+  });
+
   it("-out names every missing variable and writes nothing", async () => {
     const file = write("secrets-missing.json", hostConfig());
     const out = path.join(dir, "missing.secrets.json");
