@@ -1,23 +1,34 @@
 /**
- * The `svc` command (spec "Operational behaviour": `-config <path>`, `-check`). Go-style flags:
+ * The `svc` command (spec "Operational behaviour": `-config <path>`, `-check`), and its deployment
+ * subcommands (`deploy`, `secrets`, `runner-config`: runner-host/deploy/). Go-style flags:
  * one or two dashes, `-name value` or `-name=value`. Exit codes: 0 ok, 1 invalid configuration
  * or a failed start, 2 bad usage. The modules that start things are imported only when used, so
  * `-check` loads none of them and starts nothing.
  */
-import type { HostConfig } from "../src/shared/config-schema.ts";
+import type { RunnerConfig } from "../src/shared/runner-config-schema.ts";
 import { loadConfigFile, loadEnvFileBeside } from "./config-file.ts";
+import { loadRunnerConfigFile } from "./runner-config-file.ts";
 
 export const USAGE = `usage: svc [runner] -config <path> [-check]
 
   svc -config <path>          run the local stack: the service and a runner-host on this machine
-  svc runner -config <path>   run a runner-host that dials the configured service
+  svc runner -config <path>   run a runner-host that dials the configured service (a runner
+                              configuration, or a host configuration it takes its fields from)
+  svc deploy -config <path>   check the host configuration, build it into the Worker, wrangler deploy
+  svc secrets -config <path>  list (or -out: write) the variables the Worker needs as secrets
+  svc runner-config -config <path>
+                              print the runner configuration derived from a host configuration
 
 flags:
   -config <path>   host configuration file (JSON, at most 4 MiB), relative to the working directory
   -check           validate the file and every environment variable it names, then exit
   -no-runner       local stack only: start the service without its in-process runner-host
                    (run \`svc runner\` separately; until one connects, messages wait)
+  -status          svc runner only: print the runner-host's status file; exit 0 when it is
+                   connected, not draining and recent (a container health check)
   -h, -help        show this help
+
+  svc deploy -help, svc secrets -help: their own flags.
 `;
 
 /**
@@ -26,10 +37,11 @@ flags:
  */
 const RUNNER_MAIN = "./runner-main.ts";
 type RunnerMain = {
-  runRunnerHost(o: { config: HostConfig; configPath: string }): Promise<number | void>;
+  runRunnerHost(o: { config: RunnerConfig; configPath: string }): Promise<number | void>;
+  printRunnerStatus(config: RunnerConfig): number;
 };
 
-type Args = { command: "local" | "runner"; config: string; check: boolean; runner: boolean };
+type Args = { command: "local" | "runner"; config: string; check: boolean; runner: boolean; status: boolean };
 type ParsedArgs = { ok: true; args: Args } | { ok: false; help: boolean; problem?: string };
 
 export function parseArgs(argv: readonly string[]): ParsedArgs {
@@ -42,6 +54,7 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
   let config: string | undefined;
   let check = false;
   let runner = true;
+  let status = false;
   while (rest.length > 0) {
     const arg = rest.shift()!;
     const m = /^--?([^=-][^=]*)(?:=(.*))?$/s.exec(arg);
@@ -54,6 +67,8 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
       config = value;
     } else if (name === "no-runner" && inline === undefined) {
       runner = false;
+    } else if (name === "status" && inline === undefined && command === "runner") {
+      status = true;
     } else if (name === "check") {
       if (inline !== undefined && inline !== "true" && inline !== "false") {
         return { ok: false, help: false, problem: `-check takes no value (or =true / =false), got ${JSON.stringify(inline)}` };
@@ -64,10 +79,19 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
     }
   }
   if (config === undefined) return { ok: false, help: false, problem: "-config <path> is required" };
-  return { ok: true, args: { command, config, check, runner } };
+  return { ok: true, args: { command, config, check, runner, status } };
 }
 
+/** Subcommands with flags of their own, loaded only when used. */
+const SUBCOMMANDS: Record<string, () => Promise<(argv: string[]) => Promise<number>>> = {
+  deploy: async () => (await import("./deploy/deploy-command.ts")).deployMain,
+  secrets: async () => (await import("./deploy/secrets-command.ts")).secretsMain,
+  "runner-config": async () => (await import("./deploy/runner-config-command.ts")).runnerConfigMain,
+};
+
 export async function main(argv: string[]): Promise<number> {
+  const sub = argv[0] !== undefined && Object.hasOwn(SUBCOMMANDS, argv[0]) ? SUBCOMMANDS[argv[0]] : undefined;
+  if (sub) return (await sub())(argv.slice(1));
   const parsed = parseArgs(argv);
   if (!parsed.ok) {
     if (parsed.help) {
@@ -77,10 +101,11 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`svc: ${parsed.problem}\n${USAGE}`);
     return 2;
   }
-  const { command, config: configArg, check, runner } = parsed.args;
+  const { command, config: configArg, check, runner, status } = parsed.args;
 
   const envFile = loadEnvFileBeside(configArg);
   if (envFile) process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "environment file loaded", path: envFile })}\n`);
+  if (command === "runner") return runRunner(configArg, check, status);
   const loaded = await loadConfigFile(configArg);
   if (!loaded.ok) {
     for (const problem of loaded.problems) process.stderr.write(`${configArg}: ${problem}\n`);
@@ -92,11 +117,28 @@ export async function main(argv: string[]): Promise<number> {
   }
 
   const options = { config: loaded.config, configPath: loaded.path };
+  return start(() => import("./local-stack.ts").then((m) => m.startLocalStack({ ...options, runner })));
+}
+
+/** `svc runner`: only the variables a runner-host reads are required (none for `-status`). */
+async function runRunner(configArg: string, check: boolean, status: boolean): Promise<number> {
+  const loaded = await loadRunnerConfigFile(configArg, process.env, { checkEnv: !status });
+  if (!loaded.ok) {
+    for (const problem of loaded.problems) process.stderr.write(`${configArg}: ${problem}\n`);
+    return 1;
+  }
+  if (check) {
+    process.stdout.write(`config ok: ${loaded.path}\n`);
+    return 0;
+  }
+  const runnerMain = async () => (await import(RUNNER_MAIN)) as RunnerMain;
+  if (status) return (await runnerMain()).printRunnerStatus(loaded.config);
+  return start(async () => (await runnerMain()).runRunnerHost({ config: loaded.config, configPath: loaded.path }));
+}
+
+async function start(run: () => Promise<number | void>): Promise<number> {
   try {
-    const code =
-      command === "runner"
-        ? await ((await import(RUNNER_MAIN)) as RunnerMain).runRunnerHost(options)
-        : await (await import("./local-stack.ts")).startLocalStack({ ...options, runner });
+    const code = await run();
     // A starter that returns nothing keeps running on its own handles; it owns the exit then.
     return typeof code === "number" ? code : 0;
   } catch (e) {

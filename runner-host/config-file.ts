@@ -14,20 +14,30 @@ import { MAX_CONFIG_BYTES, parseHostConfigText, type HostConfig } from "../src/s
 export type LoadResult = { ok: true; config: HostConfig; path: string } | { ok: false; problems: string[] };
 
 export async function loadConfigFile(path: string, env: Record<string, string | undefined> = process.env): Promise<LoadResult> {
+  const read = await readConfigFile(path);
+  if (!read.ok) return read;
+  const problems = checkEnvironment(read.config, env);
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, config: read.config, path: read.path };
+}
+
+/** The file checked against the schema only, with its exact text (what `svc deploy` bundles). */
+export async function readConfigFile(path: string): Promise<{ ok: true; config: HostConfig; path: string; text: string } | { ok: false; problems: string[] }> {
+  const read = await readTextFile(path);
+  if (!read.ok) return read;
+  const parsed = parseHostConfigText(read.text);
+  return parsed.ok ? { ok: true, config: parsed.config, path: read.path, text: read.text } : parsed;
+}
+
+/** A configuration file's text: at most 4 MiB, UTF-8. Shared by the host and the runner config. */
+export async function readTextFile(path: string): Promise<{ ok: true; path: string; text: string } | { ok: false; problems: string[] }> {
   const absolute = resolve(process.cwd(), path);
   const read = await readBounded(absolute);
   if (typeof read === "string") return { ok: false, problems: [read] };
-
-  let text: string;
   try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(read);
+    return { ok: true, path: absolute, text: new TextDecoder("utf-8", { fatal: true }).decode(read) };
   } catch {
     return { ok: false, problems: ["the file is not valid UTF-8"] };
   }
-  const parsed = parseHostConfigText(text);
-  if (!parsed.ok) return parsed;
-  const problems = checkEnvironment(parsed.config, env);
-  return problems.length > 0 ? { ok: false, problems } : { ok: true, config: parsed.config, path: absolute };
 }
 
 /**
@@ -71,7 +81,7 @@ function describeFsError(e: unknown): string {
 }
 
 /** `data_dir` as an absolute path; relative values resolve from the working directory. */
-export function resolveDataDir(config: HostConfig, cwd: string = process.cwd()): string {
+export function resolveDataDir(config: { data_dir: string }, cwd: string = process.cwd()): string {
   return resolve(cwd, config.data_dir);
 }
 

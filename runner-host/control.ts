@@ -25,11 +25,22 @@ export type ControlOptions = {
   /** Random per process start (the pool learns that sessions held by an older boot are gone). */
   boot: string;
   harnesses: string[];
+  /** The region this runner-host announces (its RunnerPool is that region's). */
+  region: string;
   log: Logger;
   /** Read at every hello and status, so the pool always sees the current figures. */
   state(): { draining: boolean; capacity: Capacity };
   onAttach(order: AttachOrder): void;
   onWelcome?(): void;
+  /** Connected (welcomed) or not any more. */
+  onConnectionChange?(connected: boolean): void;
+  /**
+   * The service answered the upgrade with an error: a wrong secret (401), a protocol or region it
+   * does not accept (409). `message` is the service's error message, if it sent one.
+   */
+  onRefused?(status: number, message: string): void;
+  /** The dial failed before any answer (DNS, connection refused, TLS, timeout). */
+  onUnreachable?(error: string): void;
 };
 
 export class ControlClient {
@@ -81,11 +92,13 @@ export class ControlClient {
   }
 
   #connect(): void {
-    const ws = dial(this.#o.baseUrl, CONTROL_PATH, this.#o.secret);
+    const ws = dial(this.#o.baseUrl, CONTROL_PATH, this.#o.secret, { protocol: String(RUNNER_PROTOCOL), region: this.#o.region });
     this.#ws = ws;
     this.#welcomed = false;
+    let answered = false;
     const stopKeepAlive = keepAlive(ws);
     ws.on("open", () => {
+      answered = true;
       const { draining, capacity } = this.#o.state();
       const hello: ControlUp = {
         type: "hello",
@@ -109,6 +122,7 @@ export class ControlClient {
         this.#backoff.reset();
         this.#o.log("info", "runner-host connected", { runner_id: this.#o.runnerId, pool: m.data.pool });
         this.#o.onWelcome?.();
+        this.#o.onConnectionChange?.(true);
         this.statusChanged(); // anything that changed between hello and welcome
       } else {
         try {
@@ -118,11 +132,24 @@ export class ControlClient {
         }
       }
     });
-    ws.on("refused", (status: number) => this.#o.log("warn", "control socket refused", { status }));
-    ws.on("error", (e) => this.#o.log("debug", "control socket error", { error: e.message }));
+    ws.on("refused", (status: number, message: string) => {
+      answered = true;
+      this.#o.log("warn", "control socket refused", { status });
+      this.#o.onRefused?.(status, message);
+    });
+    ws.on("error", (e) => {
+      this.#o.log("debug", "control socket error", { error: e.message });
+      if (!answered && !this.#stopped) {
+        answered = true;
+        this.#o.onUnreachable?.(e.message);
+      }
+    });
     ws.on("close", (code) => {
       stopKeepAlive();
-      if (this.#welcomed) this.#o.log("info", "control socket closed", { code });
+      if (this.#welcomed) {
+        this.#o.log("info", "control socket closed", { code });
+        this.#o.onConnectionChange?.(false);
+      }
       this.#welcomed = false;
       if (this.#stopped) return;
       this.#retry = setTimeout(() => this.#connect(), this.#backoff.next());

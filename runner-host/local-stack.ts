@@ -9,6 +9,7 @@ import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { parseListen, type HostConfig } from "../src/shared/config-schema.ts";
 import { referencedVariables } from "../src/shared/config-vars.ts";
 import { DEFAULT_RUNNER_SECRET_VAR } from "../src/runtime-constants.ts";
+import { configuredRegions } from "../src/runner/pool-name.ts";
 import { reloadEnvFileBeside, resolveDataDir } from "./config-file.ts";
 import { log, relayLine } from "./log.ts";
 import { RunnerHost } from "./runner-host.ts";
@@ -87,6 +88,8 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
     secret,
     runnerId: persistedRunnerId(dataDir),
     config: o.config,
+    // With regions configured, the in-process runner-host serves the first of them.
+    region: configuredRegions(o.config)[0],
     rootDir: harnessRoot(dataDir),
     env,
     log,

@@ -8,10 +8,11 @@
  * Idle sessions are detached from their harness process after `SESSION_IDLE_MS` (the last detach
  * closes the process) and let go of entirely after `SESSION_DROP_MS`.
  */
-import type { HostConfig } from "../src/shared/config-schema.ts";
+import { DEFAULT_REGION } from "../src/shared/config-schema.ts";
+import type { RunnerConfig } from "../src/shared/runner-config-schema.ts";
 import { newId } from "../src/shared/ids.ts";
 import type { Capacity, ProviderGrant } from "../src/shared/runner-protocol.ts";
-import { ControlClient, type AttachOrder } from "./control.ts";
+import { ControlClient, type AttachOrder, type ControlOptions } from "./control.ts";
 import { HarnessPool } from "./harness-pool.ts";
 import { log as defaultLog, type Logger } from "./log.ts";
 import { SessionRunner } from "./session-runner.ts";
@@ -39,7 +40,12 @@ export type RunnerHostOptions = {
   secret: string;
   /** Stable across restarts of this runner-host (persisted by the caller). */
   runnerId: string;
-  config: HostConfig;
+  /** A host configuration has these fields too (the local stack passes its own). */
+  config: Pick<RunnerConfig, "public_url" | "harnesses" | "tools" | "limits">;
+  /** The region announced to the service (default "default"). */
+  region?: string;
+  /** Connection events for the caller's health reporting and refusal policy (`svc runner`). */
+  control?: Pick<ControlOptions, "onConnectionChange" | "onRefused" | "onUnreachable">;
   /** Each harness process gets a private directory under this one. */
   rootDir: string;
   /** Relative harness command paths resolve here (default: the working directory). */
@@ -73,7 +79,7 @@ export class RunnerHost {
     this.pool = new HarnessPool({
       harnesses: o.config.harnesses,
       activeLimit: o.config.limits.active,
-      tenants: new Set(o.config.tokens.map((t) => t.tenant)).size,
+      tenants: tenantCount(o.config),
       rootDir: o.rootDir,
       baseDir: o.baseDir,
       log: this.#log,
@@ -86,7 +92,9 @@ export class RunnerHost {
       runnerId: o.runnerId,
       boot: this.boot,
       harnesses: Object.keys(o.config.harnesses),
+      region: o.region ?? DEFAULT_REGION,
       log: this.#log,
+      ...o.control,
       state: () => ({ draining: this.draining, capacity: this.capacity() }),
       onAttach: (order) => this.#onAttach(order),
     });
@@ -178,6 +186,7 @@ export class RunnerHost {
       },
     });
     this.#sessions.set(session, s);
+    this.#log("info", "session attached", { session, lease, harness });
     this.#control.statusChanged();
     // A superseded lease leaves first: the same session must not be open twice in one harness.
     if (old) void old.abandon("superseded by a newer lease").then(() => s.start());
@@ -199,4 +208,13 @@ export class RunnerHost {
       else if (idleFor >= idleMs) void this.pool.evict(s);
     }
   }
+}
+
+/**
+ * Distinct tenants the configuration names, for the fairness reserve. A runner-only configuration
+ * names none (tokens stay with the Worker), so it is taken as shared by several tenants.
+ */
+function tenantCount(config: object): number {
+  const tokens = (config as { tokens?: { tenant: string }[] }).tokens;
+  return tokens ? new Set(tokens.map((t) => t.tenant)).size : 2;
 }

@@ -39,14 +39,36 @@ export function dial(baseUrl: string, path: string, secret: string, query: Recor
   url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
   const ws = new WebSocket(url, { headers: { Authorization: `Bearer ${secret}` } });
-  // A refused upgrade: hand the status to `onRefused` listeners, then end the attempt. Without
-  // `terminate` ws leaves the handshake open when someone listens for this event.
+  // A refused upgrade: hand the status and the service's error message to `refused` listeners,
+  // then end the attempt. Without `terminate` ws leaves the handshake open when someone listens
+  // for this event.
   ws.on("unexpected-response", (_req, res) => {
-    res.resume();
-    ws.emit("refused", res.statusCode ?? 0);
-    ws.terminate();
+    let body = "";
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      ws.emit("refused", res.statusCode ?? 0, errorMessage(body));
+      ws.terminate();
+    };
+    res.setEncoding("utf8");
+    res.on("data", (d: string) => {
+      if (body.length < MAX_REFUSAL_BODY) body += d;
+    });
+    res.on("end", finish);
+    res.on("error", finish);
+    res.on("close", finish);
   });
   return ws;
+}
+
+/** Bytes of a refused upgrade's body read for its error message: the spec's error shape is small. */
+const MAX_REFUSAL_BODY = 4096;
+
+/** `error.message` of a body in the spec's error shape, or "" for anything else. */
+function errorMessage(body: string): string {
+  const m = (parseJson(body) as { error?: { message?: unknown } } | undefined)?.error?.message;
+  return typeof m === "string" ? m.slice(0, 500) : "";
 }
 
 /** Exponential backoff with jitter, reset after a successful connection. */

@@ -1,7 +1,7 @@
 /**
  * Bundles the Worker (src/index.ts) for Miniflare at start-up, so the local stack needs no build
  * step: esbuild takes ~100 ms and the output stays in memory. Settings mirror wrangler.toml, which
- * `wrangler deploy` uses for the same code (test/unit/worker-bundle.test.ts keeps them in step).
+ * `wrangler deploy` uses for the same code (test/unit/wrangler-config.test.ts keeps them in step).
  */
 import { build } from "esbuild";
 import { fileURLToPath } from "node:url";

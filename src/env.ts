@@ -1,20 +1,16 @@
-import type { ExecutorObject } from "./executor/executor-object.ts";
-import type { RunnerPool } from "./runner/runner-pool.ts";
-import type { SessionObject } from "./session/session-object.ts";
-import type { TenantObject } from "./tenant/tenant-object.ts";
-
 /**
- * Worker bindings. Besides these, every environment variable the host config names
- * (`token_env`, `api_key_env`, `credential_keys.keys.*`, `runners.token_env`, ...) is a binding of
- * the same name: a Worker secret in production, a Miniflare binding in the local stack.
+ * Worker bindings. The bindings of wrangler.toml come from `worker-configuration.d.ts`, which
+ * `npx wrangler types --include-runtime=false` generates (test/unit/wrangler-config.test.ts fails
+ * when it is stale). Besides those, every environment variable the host config names (`token_env`,
+ * `api_key_env`, `credential_keys.keys.*`, `runners.token_env`, ...) is a binding of the same name:
+ * a Worker secret in production, a Miniflare binding in the local stack.
  */
-export type Env = {
-  /** The host configuration file's text (JSON). */
-  HOST_CONFIG: string;
-  SESSIONS: DurableObjectNamespace<SessionObject>;
-  TENANTS: DurableObjectNamespace<TenantObject>;
-  RUNNERS: DurableObjectNamespace<RunnerPool>;
-  EXECUTORS: DurableObjectNamespace<ExecutorObject>;
+export type Env = Cloudflare.Env & {
+  /**
+   * The host configuration file's text (JSON) when it is not built into the bundle: the local
+   * stack and tests bind it; a deployed Worker reads the bundled copy (src/bundled-config.ts).
+   */
+  HOST_CONFIG?: string;
 } & Record<string, unknown>;
 
 /** Secrets and other variables named by the host config, as a plain string map. */

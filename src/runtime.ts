@@ -1,13 +1,18 @@
 /**
  * The per-isolate view of the host configuration: parsed and checked once, then shared by every
- * request the isolate serves (the Worker and each object run this in their own isolates).
+ * request the isolate serves (the Worker and each object run this in their own isolates). The text
+ * is the one built into the bundle (`svc deploy`), else the `HOST_CONFIG` binding.
  *
  * Token grants are keyed by the SHA-256 digest of the secret, so a lookup never compares secrets
  * byte by byte and the secrets themselves are not kept past startup.
  */
 import { parseHostConfigText, type HostConfig, type ToolBinding } from "./shared/config-schema.ts";
 import { sha256Hex } from "./shared/ids.ts";
+import { bundledConfig } from "./bundled-config.ts";
+import { checkEnvironment } from "./shared/config-env.ts";
+import { workerView } from "./shared/config-vars.ts";
 import { envVars, type Env } from "./env.ts";
+import { log } from "./log.ts";
 import { DEFAULT_RUNNER_SECRET_VAR } from "./runtime-constants.ts";
 
 export type Grant = {
@@ -29,6 +34,13 @@ export type Runtime = {
   runnerSecret: string | undefined;
   toolsByName: Map<string, ToolBinding>;
   vars: Record<string, string | undefined>;
+  /**
+   * What the environment lacks, one line per variable, naming the field and the variable (never a
+   * value): `GET /internal/status` reports it and the isolate logs it once.
+   */
+  envProblems: string[];
+  /** Where the text came from. */
+  source: "bundle" | "binding";
 };
 
 /** Spec "Authentication": a token secret has at least 24 bytes. */
@@ -37,13 +49,16 @@ const MIN_SECRET_BYTES = 24;
 let cache: { text: string; runtime: Promise<Runtime> } | undefined;
 
 export function getRuntime(env: Env): Promise<Runtime> {
-  if (!cache || cache.text !== env.HOST_CONFIG) cache = { text: env.HOST_CONFIG, runtime: build(env) };
+  const text = bundledConfig()?.text ?? env.HOST_CONFIG;
+  if (typeof text !== "string") return Promise.reject(new Error("no host configuration: deploy with `svc deploy`, or bind HOST_CONFIG"));
+  if (!cache || cache.text !== text) cache = { text, runtime: build(env, text) };
   return cache.runtime;
 }
 
-async function build(env: Env): Promise<Runtime> {
-  if (typeof env.HOST_CONFIG !== "string") throw new Error("HOST_CONFIG binding is missing");
-  const parsed = parseHostConfigText(env.HOST_CONFIG);
+async function build(env: Env, text: string): Promise<Runtime> {
+  const bundled = bundledConfig();
+  const digests = bundled?.tokenDigests ?? {};
+  const parsed = parseHostConfigText(text);
   if (!parsed.ok) throw new Error(`host configuration is invalid: ${parsed.problems.join("; ")}`);
   const config = parsed.config;
   // The environment was checked when the stack started (`svc`, or `-check` before a deploy). Here a
@@ -53,9 +68,11 @@ async function build(env: Env): Promise<Runtime> {
 
   const grants = new Map<string, Grant>();
   for (const t of config.tokens) {
+    // A bundled digest wins over a secret of the same name: it is what the last deploy checked.
     const secret = vars[t.token_env];
-    if (!secret || new TextEncoder().encode(secret).length < MIN_SECRET_BYTES) continue;
-    grants.set(await sha256Hex(secret), {
+    const digest = digests[t.token_env] ?? (secret && new TextEncoder().encode(secret).length >= MIN_SECRET_BYTES ? await sha256Hex(secret) : undefined);
+    if (!digest) continue;
+    grants.set(digest, {
       tenant: t.tenant,
       session: t.session ? t.session.toLowerCase() : undefined,
       manage: t.manage,
@@ -63,6 +80,11 @@ async function build(env: Env): Promise<Runtime> {
     });
   }
   const runnerSecret = vars[config.runners?.token_env ?? DEFAULT_RUNNER_SECRET_VAR];
+  // Tokens deployed as digests were checked by the deploy; every other variable the Worker reads
+  // is checked here against its own bindings, with the same rules as `svc -check`.
+  const view = workerView(config);
+  const envProblems = checkEnvironment({ ...view, tokens: view.tokens.filter((t) => !Object.hasOwn(digests, t.token_env)) }, vars);
+  if (envProblems.length > 0) log("warn", "the host configuration names variables the Worker lacks", { problems: envProblems.join("; ") });
   return {
     config,
     grants,
@@ -70,5 +92,7 @@ async function build(env: Env): Promise<Runtime> {
     runnerSecret,
     toolsByName: new Map(config.tools.map((t) => [t.name, t])),
     vars,
+    envProblems,
+    source: bundled ? "bundle" : "binding",
   };
 }

@@ -9,6 +9,7 @@ import type { AppContext, AppEnv } from "../http/context.ts";
 import { pageLimit, pathId } from "../http/params.ts";
 import { openSessionStream } from "../http/sse-relay.ts";
 import { refuseWhenDraining } from "../http/draining.ts";
+import { chooseHomeRegion, fleetStatus, locationHint } from "../runner/fleet.ts";
 import { prepareSession } from "../session/create.ts";
 import { sessionObjectName } from "../session/session-object.ts";
 
@@ -38,12 +39,16 @@ sessions.post("/", async (c) => {
   if (p.session !== undefined) throw forbidden("a session-scoped token cannot create sessions");
   await refuseWhenDraining(c);
   const body = parseBody(await readBody(c.req.raw, bodyCap(c)), CreateSessionSchema);
+  const { config } = c.get("runtime");
   const prepared = await prepareSession(c.get("runtime"), p.tenant, body, async (id) => {
     // The RPC typing maps JSON Schema records to never; the value is the object's ExecutorInfo.
     const r = (await c.env.EXECUTORS.getByName(id).info()) as unknown as Result<ExecutorInfo>;
     return r.ok ? r.value : undefined;
   });
-  const session = unwrap(await sessionStub(c, prepared.id).create(prepared));
+  // The home region is fixed at creation: the object is created near it and placed there first.
+  const region = chooseHomeRegion(await fleetStatus(c.env, config), prepared.harness);
+  const stub = c.env.SESSIONS.getByName(sessionObjectName(p.tenant, prepared.id), { locationHint: locationHint(config, region) });
+  const session = unwrap(await stub.create(prepared, region));
   return c.json(session, 201);
 });
 

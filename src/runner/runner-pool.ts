@@ -1,8 +1,10 @@
 /**
- * RunnerPool: the runner-hosts connected to this deployment and where sessions are placed.
- * Each runner-host keeps one hibernatable control socket here; its hello and latest status
- * (harnesses, capacity, draining) live in the socket's attachment, so the pool keeps no memory
- * state and can hibernate between messages. Placement and waiting sessions are in SQLite.
+ * RunnerPool: the runner-hosts of one region and where sessions are placed among them (one object
+ * per region, named by pool-name.ts). Each runner-host keeps one hibernatable control socket here;
+ * its hello and latest status (harnesses, capacity, draining) live in the socket's attachment, so
+ * the pool keeps no memory state and can hibernate between messages. Placement and waiting
+ * sessions are in SQLite. When the last runner-host serving a harness leaves, the sessions waiting
+ * for that harness are handed back to their objects, which place them in another region.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
@@ -15,8 +17,21 @@ const MIGRATIONS = [m0001];
 
 type Host = { runnerId: string; boot: string; harnesses: string[]; draining: boolean; capacity: Capacity };
 
-export type PoolStatus = { runners: number; ready: number; draining: boolean; harnesses: string[] };
-export type Placement = "placed" | "waiting";
+export type PoolStatus = {
+  runners: number;
+  ready: number;
+  draining: boolean;
+  harnesses: string[];
+  /** Sessions the ready runner-hosts can still take before dropping idle ones. */
+  free: number;
+};
+/** `none`: no runner-host here serves the harness (the session was not parked, unless asked to). */
+export type Placement = "placed" | "waiting" | "none";
+/** Whether this pool could take a session of a harness now. */
+export type Room = "room" | "full" | "none";
+
+/** Header the Worker forwards a control socket with: the region the runner-host announced. */
+export const REGION_HEADER = "X-Svc-Region";
 
 export class RunnerPool extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
@@ -29,7 +44,8 @@ export class RunnerPool extends DurableObject<Env> {
   async fetch(request: Request): Promise<Response> {
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return new Response(null, { status: 426 });
     const pair = new WebSocketPair();
-    this.ctx.acceptWebSocket(pair[1], ["control"]);
+    // The region is kept on the socket (tags survive hibernation) for the welcome message.
+    this.ctx.acceptWebSocket(pair[1], ["control", `region:${request.headers.get(REGION_HEADER) ?? "default"}`]);
     pair[1].serializeAttachment(null);
     return new Response(null, { status: 101, webSocket: pair[0] });
   }
@@ -45,7 +61,8 @@ export class RunnerPool extends DurableObject<Env> {
     const m = parsed.data;
     if (m.type === "hello") {
       ws.serializeAttachment({ runnerId: m.runner_id, boot: m.boot, harnesses: m.harnesses, draining: m.draining, capacity: m.capacity } satisfies Host);
-      send(ws, { type: "welcome", pool: "default" });
+      const region = this.ctx.getTags(ws).find((t) => t.startsWith("region:"))?.slice("region:".length) ?? "default";
+      send(ws, { type: "welcome", pool: region });
       log("info", "runner-host registered", { runner_id: m.runner_id });
       await this.#forgetOldBoot(m.runner_id, m.boot);
     } else if (m.type === "status") {
@@ -75,7 +92,9 @@ export class RunnerPool extends DurableObject<Env> {
 
   async webSocketClose(ws: WebSocket, code: number): Promise<void> {
     const h = ws.deserializeAttachment() as Host | null;
-    if (h) log("info", "runner-host disconnected", { runner_id: h.runnerId, code });
+    if (!h) return;
+    log("info", "runner-host disconnected", { runner_id: h.runnerId, code });
+    await this.#handBackOrphans();
   }
 
   status(): PoolStatus {
@@ -86,19 +105,30 @@ export class RunnerPool extends DurableObject<Env> {
       ready: ready.length,
       draining: hosts.length > 0 && ready.length === 0,
       harnesses: [...new Set(ready.flatMap((h) => h.host.harnesses))].sort(),
+      free: ready.reduce((n, h) => n + Math.max(0, h.host.capacity.loaded_limit - h.host.capacity.loaded), 0),
     };
   }
 
   /** False only when runner-hosts serve this harness and every one is full with nothing idle. */
   canPlace(harness: string): boolean {
-    const c = this.#hosts().filter((h) => !h.host.draining && h.host.harnesses.includes(harness));
-    return c.length === 0 || c.some((h) => roomFor(h.host));
+    return this.room(harness) !== "full";
   }
 
-  /** Sends an attach order to the best runner-host, or parks the session until one can take it. */
-  place(session: string, lease: number, harness: string): Placement {
+  room(harness: string): Room {
+    const c = this.#hosts().filter((h) => !h.host.draining && h.host.harnesses.includes(harness));
+    if (c.length === 0) return "none";
+    return c.some((h) => roomFor(h.host)) ? "room" : "full";
+  }
+
+  /**
+   * Sends an attach order to the best runner-host, or parks the session until one can take it.
+   * With `park: false` a pool where no runner-host serves the harness answers `none` and keeps
+   * nothing, so the session can try another region first.
+   */
+  place(session: string, lease: number, harness: string, park = true): Placement {
     const sql = this.ctx.storage.sql;
     if (this.#attach(session, lease, harness)) return "placed";
+    if (!park && this.room(harness) === "none") return "none";
     sql.exec(
       "INSERT INTO waiting (session, lease, harness, since) VALUES (?, ?, ?, ?) ON CONFLICT (session) DO UPDATE SET lease = excluded.lease",
       session,
@@ -136,6 +166,27 @@ export class RunnerPool extends DurableObject<Env> {
       .exec<{ session: string; lease: number; harness: string }>("SELECT session, lease, harness FROM waiting ORDER BY since")
       .toArray();
     for (const w of waiting) this.#attach(w.session, w.lease, w.harness);
+  }
+
+  /**
+   * After a runner-host left: sessions waiting for a harness no runner-host here serves any more go
+   * back to their objects (as if their runner-host was lost), which place them in another region.
+   */
+  async #handBackOrphans(): Promise<void> {
+    const served = new Set(this.#hosts().flatMap((h) => h.host.harnesses));
+    const sql = this.ctx.storage.sql;
+    const orphans = sql
+      .exec<{ session: string; lease: number; harness: string }>("SELECT session, lease, harness FROM waiting ORDER BY since")
+      .toArray()
+      .filter((w) => !served.has(w.harness));
+    for (const o of orphans) {
+      sql.exec("DELETE FROM waiting WHERE session = ?", o.session);
+      try {
+        await this.env.SESSIONS.getByName(o.session).runnerGone(o.lease);
+      } catch (e) {
+        log("warn", "could not hand a waiting session back", { error: String(e) });
+      }
+    }
   }
 
   /** A runner-host came back with a new boot: the sessions it held are gone. */

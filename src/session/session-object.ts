@@ -17,7 +17,9 @@ import { log } from "../log.ts";
 import { scheduleExport } from "../metrics/exporter.ts";
 import { metrics } from "../metrics/registry.ts";
 import { getRuntime } from "../runtime.ts";
-import { POOL_NAME } from "../runner/pool-name.ts";
+import { placementOrder } from "../runner/fleet.ts";
+import { configuredRegions, poolName } from "../runner/pool-name.ts";
+import { DEFAULT_REGION, type HostConfig } from "../shared/config-schema.ts";
 import { migrate } from "../storage/migrate.ts";
 import type { LoggedEvent } from "./event-log.ts";
 import { openMessages, providerGrant } from "./open-message.ts";
@@ -44,6 +46,8 @@ const INDEX_RETRY_MS = 2_000;
  * a lost runner-host surfaces quickly.
  */
 export const LINK_GRACE_MS = 10_000;
+/** Storage key of the session's home region (kept beside the SQL tables; fixed at creation). */
+const HOME_REGION_KEY = "home_region";
 
 export function sessionObjectName(tenant: string, id: string): string {
   return `${id}:${tenant}`;
@@ -67,9 +71,13 @@ export class SessionObject extends DurableObject<Env> {
     this.#runtime = new RuntimeCalls(this.#state, this.#link, env);
   }
 
-  async create(n: NewSession): Promise<Result<Session>> {
+  /** `region`: the home region the Worker chose (the object was created near it). */
+  async create(n: NewSession, region: string = DEFAULT_REGION): Promise<Result<Session>> {
     const r = asResult(() => this.#state.create(n, now()));
-    if (r.ok) await this.#pushIndex();
+    if (r.ok) {
+      this.ctx.storage.kv.put(HOME_REGION_KEY, region);
+      await this.#pushIndex();
+    }
     return r;
   }
 
@@ -92,8 +100,10 @@ export class SessionObject extends DurableObject<Env> {
       // A message that needs the session placed is refused up front when no runner-host can take it.
       const row = this.#state.row();
       if (row && row.link_state === "none" && !this.#turns.running()) {
-        const canPlace = await this.env.RUNNERS.getByName(POOL_NAME).canPlace(row.harness);
-        if (!canPlace) return { ok: false, error: overloaded("every runner-host is at its loaded-session limit").toBody() };
+        const rooms = await Promise.all(configuredRegions((await getRuntime(this.env)).config).map((r) => this.#pool(r).room(row.harness)));
+        if (rooms.includes("full") && !rooms.includes("room")) {
+          return { ok: false, error: overloaded("every runner-host is at its loaded-session limit").toBody() };
+        }
       }
     }
     const running = this.#turns.running()?.event_id;
@@ -312,7 +322,7 @@ export class SessionObject extends DurableObject<Env> {
     if (!this.#turns.running() && !this.#turns.hasQueued()) return;
     if (row.link_state === "none") {
       const lease = this.ctx.storage.transactionSync(() => this.#link.newLease());
-      await this.env.RUNNERS.getByName(POOL_NAME).place(sessionObjectName(row.tenant, row.id), lease, row.harness);
+      await this.#place(sessionObjectName(row.tenant, row.id), lease, row.harness, (await getRuntime(this.env)).config);
       return;
     }
     if (row.link_state !== "open" || this.#turns.running()) return;
@@ -341,6 +351,23 @@ export class SessionObject extends DurableObject<Env> {
       this.#publish(events);
       await this.#pushIndex();
     }
+  }
+
+  /**
+   * Places the session in its home region's pool; where no runner-host there serves its harness
+   * (they all left, or never came), in the next region that has one; if none has, it waits in the
+   * home pool for a runner-host to connect.
+   */
+  async #place(name: string, lease: number, harness: string, config: HostConfig): Promise<void> {
+    const order = placementOrder(config, this.ctx.storage.kv.get<string>(HOME_REGION_KEY) ?? DEFAULT_REGION);
+    for (const region of order) {
+      if ((await this.#pool(region).place(name, lease, harness, false)) !== "none") return;
+    }
+    await this.#pool(order[0]!).place(name, lease, harness, true);
+  }
+
+  #pool(region: string) {
+    return this.env.RUNNERS.getByName(poolName(region));
   }
 
   /** The runner-host is gone: a running turn fails, the lease is dropped. */

@@ -116,10 +116,39 @@ export const CredentialKeysSchema = z
     }
   });
 
-/** DECISIONS.md "Host configuration extensions": the runner-host shared secret. */
-export const RunnersConfigSchema = z.strictObject({ token_env: envName });
+/** Cloudflare's Durable Object location hints: where a region's session objects are created. */
+export const LOCATION_HINTS = ["wnam", "enam", "sam", "weur", "eeur", "apac", "apac-ne", "apac-se", "oc", "afr", "me"] as const;
 
-const harnesses = z.record(z.string(), HarnessSchema).superRefine((h, ctx) => {
+/** A runner region's name: lowercase, short, safe in an object name and a query string. */
+export const regionName = z.string().regex(/^[a-z0-9][a-z0-9-]{0,31}$/, {
+  error: "must be 1 to 32 lowercase letters, digits or dashes, starting with a letter or digit",
+});
+
+/** The region of runner-hosts that announce none, and of a deployment that configures none. */
+export const DEFAULT_REGION = "default";
+
+export const RegionSchema = z.strictObject({
+  location_hint: z.enum(LOCATION_HINTS, { error: `must be one of ${LOCATION_HINTS.join(", ")}` }).optional(),
+});
+
+/**
+ * The runner-host shared secret, and the regions runner-hosts may announce (each with its own
+ * placement pool; sessions homed there are created near `location_hint`). No `regions`: one pool,
+ * region "default".
+ */
+export const RunnersConfigSchema = z.strictObject({
+  token_env: envName,
+  regions: z
+    .record(z.string(), RegionSchema)
+    .superRefine((r, ctx) => {
+      for (const name of Object.keys(r)) {
+        if (!regionName.safeParse(name).success) ctx.addIssue({ code: "custom", path: [name], message: "region names are 1 to 32 lowercase letters, digits or dashes" });
+      }
+    })
+    .default({}),
+});
+
+export const HarnessesSchema = z.record(z.string(), HarnessSchema).superRefine((h, ctx) => {
   const names = Object.keys(h);
   if (names.length === 0) ctx.addIssue({ code: "custom", message: "must configure at least one harness" });
   for (const name of names) {
@@ -148,7 +177,7 @@ export const HostConfigSchema = z.strictObject({
   /** Spec: "a hidden directory in the working directory"; resolved by the Node side. */
   data_dir: nonEmpty.default(".svc"),
   tokens: z.array(TokenSchema).min(1, { error: "must list at least one token" }),
-  harnesses,
+  harnesses: HarnessesSchema,
   providers,
   tools: ToolsSchema,
   limits: LimitsSchema.prefault({}),
@@ -165,6 +194,7 @@ export type ProviderApi = (typeof PROVIDER_APIS)[number];
 export type Limits = z.output<typeof LimitsSchema>;
 export type CredentialKeys = z.output<typeof CredentialKeysSchema>;
 export type RunnersConfig = z.output<typeof RunnersConfigSchema>;
+export type LocationHint = (typeof LOCATION_HINTS)[number];
 
 export type ConfigResult = { ok: true; config: HostConfig } | { ok: false; problems: string[] };
 
@@ -183,6 +213,11 @@ export function parseHostConfig(value: unknown): ConfigResult {
 
 /** Parses the text of a configuration file: size, JSON syntax, trailing data, then the schema. */
 export function parseHostConfigText(text: string): ConfigResult {
+  return parseConfigText(text, parseHostConfig);
+}
+
+/** The text rules every configuration file shares (size, JSON, trailing data), then `parse`. */
+export function parseConfigText<R>(text: string, parse: (value: unknown) => R | { ok: false; problems: string[] }): R | { ok: false; problems: string[] } {
   // Each UTF-16 unit is at least one UTF-8 byte, so long text is refused before encoding it.
   const bytes = text.length > MAX_CONFIG_BYTES ? text.length : encoder.encode(text).length;
   if (bytes > MAX_CONFIG_BYTES) {
@@ -196,7 +231,7 @@ export function parseHostConfigText(text: string): ConfigResult {
   } catch (e) {
     return { ok: false, problems: [jsonProblem(body, e)] };
   }
-  return parseHostConfig(value);
+  return parse(value);
 }
 
 function jsonProblem(text: string, error: unknown): string {

@@ -15,3 +15,12 @@ export function referencedVariables(c: HostConfig): string[] {
   if (p) for (const v of [p.access_key_env, p.secret_key_env, p.postgres_env]) if (v) names.add(v);
   return [...names];
 }
+
+/**
+ * The host config as a deployed Worker reads the environment. Tool bearer tokens (`tools[].
+ * token_env`) are read by the runner-hosts, which make the tool calls, so the Worker needs no
+ * secret for them and does not report them missing.
+ */
+export function workerView(c: HostConfig): HostConfig {
+  return { ...c, tools: c.tools.map((t) => ({ ...t, token_env: "" })) };
+}

@@ -15,8 +15,12 @@
 import { z } from "zod";
 import { StopReasonSchema, ToolResultSchema, UsageSchema } from "./result-schema.ts";
 
-/** Protocol version both ends must speak; a mismatch is refused at hello. */
-export const RUNNER_PROTOCOL = 1;
+/**
+ * Protocol version both ends must speak. A runner-host states it when it dials the control socket
+ * (`?protocol=`); the Worker refuses another version with 409 and a message naming both (2: the
+ * control socket also states its region).
+ */
+export const RUNNER_PROTOCOL = 2;
 
 /** Path a runner-host dials for its control socket (WebSocket upgrade, runner secret as bearer). */
 export const CONTROL_PATH = "/internal/runners/control";

@@ -48,7 +48,9 @@ describe("svc -check validates the file and all referenced environment variables
     const path = writeConfig("forms.json");
     expect((await svc([`-config=${path}`, "-check"])).code).toBe(0);
     expect((await svc(["--config", path, "--check"])).code).toBe(0);
-    expect((await svc(["runner", "-config", path, "-check"])).code).toBe(0);
+    // A runner-host checks only what it reads: the runner secret, not tenant tokens or provider keys.
+    const runnerPath = writeConfig("forms-runner.json", { runners: { token_env: "RUNNER_SECRET" } });
+    expect((await svc(["runner", "-config", runnerPath, "-check"], { RUNNER_SECRET: "runner-secret-0123456789abcdef" })).code).toBe(0);
   });
   it("resolves a relative -config path from the working directory", async () => {
     const r = await svc(["-config", "examples/local.json", "-check"], envFile(join(root, "examples/local.env")));

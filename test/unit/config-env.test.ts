@@ -155,7 +155,7 @@ describe("examples/local.json", () => {
       if (m) env[m[1]!] = m[2]!;
     }
     expect(checkEnvironment(parsed.config, env)).toEqual([]);
-    expect(parsed.config.runners).toEqual({ token_env: "SVC_RUNNER_SECRET" });
+    expect(parsed.config.runners).toEqual({ token_env: "SVC_RUNNER_SECRET", regions: {} });
     expect(parsed.config.tokens.map((t) => [t.tenant, t.manage, t.read_only])).toEqual([
       ["demo", true, false],
       ["demo", false, true],

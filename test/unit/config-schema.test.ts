@@ -405,9 +405,20 @@ describe("host configuration file: credential_keys and runners", () => {
     rejects(with_({ credential_keys: { active: "k1", keys: { k1: "" } } }), "credential_keys.keys.k1: must name an environment variable");
   });
   it("accepts runners with a token_env and rejects an empty one", () => {
-    expect(ok(with_({ runners: { token_env: "RUNNER" } })).runners).toEqual({ token_env: "RUNNER" });
+    expect(ok(with_({ runners: { token_env: "RUNNER" } })).runners).toEqual({ token_env: "RUNNER", regions: {} });
     rejects(with_({ runners: { token_env: "" } }), "runners.token_env: must name an environment variable");
     rejects(with_({ runners: {} }), "runners.token_env: is required");
+  });
+
+  it("accepts runner regions with an optional location hint, and rejects bad names and hints", () => {
+    const regions = { eu: { location_hint: "weur" }, "us-east-2": {} };
+    expect(ok(with_({ runners: { token_env: "RUNNER", regions } })).runners).toEqual({ token_env: "RUNNER", regions });
+    rejects(with_({ runners: { token_env: "RUNNER", regions: { EU: {} } } }), "runners.regions.EU: region names are 1 to 32 lowercase letters, digits or dashes");
+    rejects(
+      with_({ runners: { token_env: "RUNNER", regions: { eu: { location_hint: "mars" } } } }),
+      "runners.regions.eu.location_hint: must be one of wnam, enam, sam, weur, eeur, apac, apac-ne, apac-se, oc, afr, me",
+    );
+    rejects(with_({ runners: { token_env: "RUNNER", regions: { eu: { zone: "a" } } } }), "runners.regions.eu.zone: unknown field");
   });
 });
 

@@ -3,7 +3,7 @@
  * provider: control hello, attach, open, turns, tools, interrupts, crashes and key rotation.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { CapacitySchema, type LinkUp } from "../../src/shared/runner-protocol.ts";
+import { CapacitySchema, RUNNER_PROTOCOL, type LinkUp } from "../../src/shared/runner-protocol.ts";
 import { verifyInspectionToken } from "../../src/shared/inspection-token.ts";
 import { RUNNER_SECRET } from "./runner-fake-service.ts";
 import { alive, INSPECT, opened, Rig, SLOW, TOOL_TOKEN, turnEnd } from "./runner-setup.ts";
@@ -21,7 +21,7 @@ describe("runner-host turns", () => {
     rig = await Rig.start();
     const control = await rig.svc.control();
     const hello = control.messages.items[0]!;
-    expect(hello).toMatchObject({ type: "hello", protocol: 1, boot: rig.host.boot, harnesses: ["ref"], draining: false });
+    expect(hello).toMatchObject({ type: "hello", protocol: RUNNER_PROTOCOL, boot: rig.host.boot, harnesses: ["ref"], draining: false });
     expect(hello.type === "hello" && CapacitySchema.parse(hello.capacity)).toEqual({ loaded: 0, loaded_limit: 1024, idle: 0 });
 
     const t0 = performance.now();

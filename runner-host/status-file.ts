@@ -1,0 +1,59 @@
+/**
+ * The runner-host's local health: `<data_dir>/status.json`, rewritten (atomically) whenever the
+ * control connection or the load changes and at least every `REFRESH_MS`, so a container health
+ * check (`svc runner -config <file> -status`) needs no port: connected, draining, sessions,
+ * capacity, and when it was written.
+ */
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import type { Capacity } from "../src/shared/runner-protocol.ts";
+
+/** Rewrite period while nothing changes, ms. */
+const REFRESH_MS = 5_000;
+/** A status older than this is from a runner-host that stopped writing (hung or gone), ms. */
+export const STATUS_FRESH_MS = 30_000;
+const FILE = "status.json";
+
+export type RunnerStatus = {
+  pid: number;
+  runner_id: string;
+  boot: string;
+  region: string;
+  public_url: string;
+  connected: boolean;
+  draining: boolean;
+  sessions: number;
+  capacity: Capacity;
+  /** Refusals in a row from the service (a wrong secret, protocol or region); 0 once connected. */
+  refusals: number;
+  updated_at: string;
+};
+
+export function startStatusFile(dataDir: string, read: () => Omit<RunnerStatus, "pid" | "updated_at">): { write(): void; stop(): void } {
+  const file = path.join(dataDir, FILE);
+  const tmp = `${file}.tmp`;
+  const write = () => {
+    const s: RunnerStatus = { pid: process.pid, ...read(), updated_at: new Date().toISOString() };
+    writeFileSync(tmp, `${JSON.stringify(s)}\n`);
+    renameSync(tmp, file);
+  };
+  write();
+  const timer = setInterval(write, REFRESH_MS);
+  timer.unref();
+  return { write, stop: () => clearInterval(timer) };
+}
+
+/** `svc runner -status`: healthy when connected, not draining, and written recently. */
+export function readStatus(dataDir: string): { healthy: boolean; status?: RunnerStatus; problem?: string } {
+  let status: RunnerStatus;
+  try {
+    status = JSON.parse(readFileSync(path.join(dataDir, FILE), "utf8")) as RunnerStatus;
+  } catch {
+    return { healthy: false, problem: "no status file: the runner-host has not started" };
+  }
+  const age = Date.now() - Date.parse(status.updated_at);
+  if (!(age < STATUS_FRESH_MS)) return { healthy: false, status, problem: `the status is ${Math.round(age / 1000)} s old` };
+  if (!status.connected) return { healthy: false, status, problem: "not connected to the service" };
+  if (status.draining) return { healthy: false, status, problem: "draining" };
+  return { healthy: true, status };
+}

@@ -1,0 +1,70 @@
+/**
+ * The runner configuration: what `svc runner` needs and nothing more. A runner-host runs harness
+ * processes and host tool calls; tenant tokens, provider keys, credential keys and persistence stay
+ * with the Worker (provider keys reach a runner-host over its authenticated link, per session).
+ * So a runner's file and environment hold only the runner secret and the tools' own tokens.
+ *
+ * `svc runner` also accepts a full host configuration (a file with `tokens`) and takes these
+ * fields from it; `svc runner-config -config <host file>` prints the runner file derived from one.
+ */
+import { z } from "zod";
+import { envName, formatIssues, formatPath, httpUrl, nonEmpty, plainError, protoKeyPaths } from "./config-fields.ts";
+import {
+  DEFAULT_REGION,
+  HarnessesSchema,
+  LimitsSchema,
+  parseConfigText,
+  regionName,
+  type HostConfig,
+} from "./config-schema.ts";
+import { ToolsSchema } from "./config-tools.ts";
+
+export const RunnerConfigSchema = z.strictObject({
+  /** The service's public origin: the runner-host dials `<public_url>/internal/runners/...`. */
+  public_url: httpUrl({ credentials: false, query: false, fragment: false }).default("http://127.0.0.1:8080"),
+  data_dir: nonEmpty.default(".svc"),
+  /** One of the service's `runners.regions` (or "default" when it configures none). */
+  region: regionName.default(DEFAULT_REGION),
+  runners: z.strictObject({ token_env: envName }),
+  harnesses: HarnessesSchema,
+  tools: ToolsSchema,
+  limits: LimitsSchema.prefault({}),
+});
+
+export type RunnerConfig = z.output<typeof RunnerConfigSchema>;
+export type RunnerConfigResult = { ok: true; config: RunnerConfig; from: "runner" | "host" } | { ok: false; problems: string[] };
+
+/** The fields of a host configuration a runner-host uses. */
+export function runnerConfigFromHost(c: HostConfig, region: string = DEFAULT_REGION): RunnerConfig {
+  if (!c.runners) throw new Error("the host configuration has no runners section");
+  return {
+    public_url: c.public_url,
+    data_dir: c.data_dir,
+    region,
+    runners: { token_env: c.runners.token_env },
+    harnesses: c.harnesses,
+    tools: c.tools,
+    limits: c.limits,
+  };
+}
+
+export function parseRunnerConfig(value: unknown): RunnerConfigResult {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return { ok: false, problems: ["the configuration must be a JSON object"] };
+  }
+  const reserved = protoKeyPaths(value).map((path) => `${formatPath(path)}: the name __proto__ is not allowed`);
+  if (reserved.length > 0) return { ok: false, problems: reserved };
+  const r = RunnerConfigSchema.safeParse(value, { error: plainError });
+  return r.success ? { ok: true, config: r.data, from: "runner" } : { ok: false, problems: formatIssues(r.error.issues) };
+}
+
+export function parseRunnerConfigText(text: string): RunnerConfigResult {
+  return parseConfigText(text, parseRunnerConfig);
+}
+
+/** Every environment variable a runner-host reads: the runner secret and tool bearer tokens. */
+export function runnerVariables(c: RunnerConfig): string[] {
+  const names = new Set<string>([c.runners.token_env]);
+  for (const t of c.tools) if (t.token_env) names.add(t.token_env);
+  return [...names];
+}

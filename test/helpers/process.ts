@@ -1,0 +1,59 @@
+/**
+ * A child process whose output tests wait on (no polling): `svc runner` processes and
+ * `wrangler dev`. Each wait has a timeout that rejects with the tail of the output.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+
+export type Logged = {
+  child: ChildProcess;
+  output(): string;
+  /** Resolves with the first output line matching `re` at or after offset `from`. */
+  waitFor(re: RegExp, timeoutMs?: number, from?: number): Promise<string>;
+  mark(): number;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Sends `signal` and resolves when the process exited, with how long that took. */
+  stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null; ms: number }>;
+};
+
+/** stdout and stderr are read as one stream of lines (both carry what the tests wait for). */
+export function spawnLogged(cmd: string, args: readonly string[], o: { cwd: string; env: Record<string, string>; detached?: boolean }): Logged {
+  const child = spawn(cmd, args, { cwd: o.cwd, env: o.env, stdio: ["ignore", "pipe", "pipe"], detached: o.detached ?? false });
+  let out = "";
+  const waiters: { re: RegExp; from: number; resolve: (l: string) => void }[] = [];
+  const onData = (d: string) => {
+    out += d;
+    if (process.env.SVC_TEST_VERBOSE) process.stderr.write(d);
+    for (const w of [...waiters]) {
+      const line = out.slice(w.from).split("\n").find((l) => w.re.test(l));
+      if (line) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(line);
+      }
+    }
+  };
+  child.stdout!.setEncoding("utf8").on("data", onData);
+  child.stderr!.setEncoding("utf8").on("data", onData);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => resolve({ code, signal })),
+  );
+  return {
+    child,
+    output: () => out,
+    mark: () => out.length,
+    exited,
+    waitFor(re, ms = 30_000, from = 0) {
+      return new Promise<string>((resolve, reject) => {
+        const seen = out.slice(from).split("\n").find((l) => re.test(l));
+        if (seen) return resolve(seen);
+        const t = setTimeout(() => reject(new Error(`timed out waiting for ${re}; output:\n${out.slice(-4000)}`)), ms);
+        waiters.push({ re, from, resolve: (l) => (clearTimeout(t), resolve(l)) });
+      });
+    },
+    async stop(signal = "SIGTERM") {
+      const t0 = performance.now();
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const r = await exited;
+      return { ...r, ms: performance.now() - t0 };
+    },
+  };
+}
