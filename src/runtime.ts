@@ -8,6 +8,8 @@
 import { parseHostConfigText, type HostConfig, type ToolBinding } from "./shared/config-schema.ts";
 import { sha256Hex } from "./shared/ids.ts";
 import { envVars, type Env } from "./env.ts";
+import { MIN_SECRET_BYTES, usableRunnerSecret } from "./shared/config-env.ts";
+import { log } from "./log.ts";
 import { DEFAULT_RUNNER_SECRET_VAR } from "./runtime-constants.ts";
 
 export type Grant = {
@@ -30,9 +32,6 @@ export type Runtime = {
   toolsByName: Map<string, ToolBinding>;
   vars: Record<string, string | undefined>;
 };
-
-/** Spec "Authentication": a token secret has at least 24 bytes. */
-const MIN_SECRET_BYTES = 24;
 
 let cache: { text: string; runtime: Promise<Runtime> } | undefined;
 
@@ -62,7 +61,13 @@ async function build(env: Env): Promise<Runtime> {
       readOnly: t.read_only,
     });
   }
-  const runnerSecret = vars[config.runners?.token_env ?? DEFAULT_RUNNER_SECRET_VAR];
+  // A runner secret under 24 bytes, or one a client token also holds, opens nothing: a tenant
+  // must never be able to dial in as a runner-host or mint inspection tokens.
+  const runnerSecret = usableRunnerSecret(config, vars);
+  const runnerVar = config.runners?.token_env ?? DEFAULT_RUNNER_SECRET_VAR;
+  if (runnerSecret === undefined && vars[runnerVar] !== undefined) {
+    log("error", "the runner secret is under 24 bytes or equals a client token: runner-hosts cannot connect", { variable: runnerVar });
+  }
   return {
     config,
     grants,

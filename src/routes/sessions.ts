@@ -52,8 +52,8 @@ sessions.get("/", async (c) => {
 });
 
 sessions.get("/:id", async (c) => {
-  const id = target(c);
-  return c.json(unwrap(await sessionStub(c, id).get()));
+  const id = target(c, true);
+  return c.json(unwrap(await sessionStub(c, id).get(c.get("principal").inspectCall)));
 });
 
 sessions.post("/:id/close", async (c) => {

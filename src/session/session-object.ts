@@ -65,8 +65,13 @@ export class SessionObject extends DurableObject<Env> {
     return r;
   }
 
-  get(): Result<Session> {
-    return asResult(() => toSession(this.#state.require()));
+  /** `inspectCall`: the read comes with an inspection token, valid only while that call is open. */
+  get(inspectCall?: string): Result<Session> {
+    return asResult(() => {
+      const row = this.#state.require();
+      this.#requireOpenCall(inspectCall);
+      return toSession(row);
+    });
   }
 
   /** `inspectCall`: the read comes with an inspection token, valid only while that call is open. */
