@@ -1,5 +1,6 @@
 import type { RunnerPool } from "./runner/runner-pool.ts";
 import type { SessionObject } from "./session/session-object.ts";
+import type { StreamGate } from "./streams/stream-gate.ts";
 import type { TenantObject } from "./tenant/tenant-object.ts";
 
 /**
@@ -13,6 +14,7 @@ export type Env = {
   SESSIONS: DurableObjectNamespace<SessionObject>;
   TENANTS: DurableObjectNamespace<TenantObject>;
   RUNNERS: DurableObjectNamespace<RunnerPool>;
+  STREAMS: DurableObjectNamespace<StreamGate>;
 } & Record<string, unknown>;
 
 /** Secrets and other variables named by the host config, as a plain string map. */

@@ -4,4 +4,5 @@ import { app } from "./app.ts";
 export default app;
 export { RunnerPool } from "./runner/runner-pool.ts";
 export { SessionObject } from "./session/session-object.ts";
+export { StreamGate } from "./streams/stream-gate.ts";
 export { TenantObject } from "./tenant/tenant-object.ts";

@@ -25,6 +25,8 @@ const REPLAY_AHEAD = 2;
 export const EVENT_OVERHEAD_BYTES = 256;
 
 export type Budget = { events: number; bytes: number };
+/** `tick`: about once a second while the stream is open; `end`: once, when it has ended. */
+export type StreamHooks = { tick?: () => void; end?: () => void };
 
 /** What the relay needs of the object's socket (Workers' WebSocket fits; tests pass a fake). */
 export type SocketLike = {
@@ -82,6 +84,7 @@ export async function openSessionStream(
   budget: Budget,
   signal: AbortSignal,
   inspectCall?: string,
+  hooks: StreamHooks = {},
 ): Promise<Response> {
   const call = inspectCall ? `&call=${inspectCall}` : "";
   const res = await stub.fetch(`https://session/subscribe?after=${encodeURIComponent(cursor)}${call}`, {
@@ -111,6 +114,7 @@ export async function openSessionStream(
   const stop = () => {
     done = true;
     clearInterval(timer);
+    hooks.end?.();
     try {
       ws.close(1000, "stream ended");
     } catch {
@@ -220,10 +224,15 @@ export async function openSessionStream(
   // the local stack's proxy that is only seen at the next write: a keepalive at the latest.)
   writer.closed.catch(() => cut());
   ws.addEventListener("close", () => finish());
-  ws.addEventListener("error", () => cut());
+  // Once the object's side is over (draining), the socket has nothing left to say: an error from it
+  // (workerd reports one for a socket both ends closed) must not cut what is still being delivered.
+  ws.addEventListener("error", () => {
+    if (!draining) cut();
+  });
   signal.addEventListener("abort", () => cut());
 
   const timer = setInterval(() => {
+    hooks.tick?.();
     const now = Date.now();
     if (writing && now - writing.at >= WRITE_DEADLINE_MS) return cut();
     if (overBudget()) return cut();
