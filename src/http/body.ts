@@ -23,7 +23,15 @@ export async function readBody(req: Request, cap: number): Promise<string> {
   const parts: Uint8Array[] = [];
   let total = 0;
   for (;;) {
-    const { done, value } = await reader.read();
+    let chunk: ReadableStreamReadResult<Uint8Array>;
+    try {
+      chunk = await reader.read();
+    } catch {
+      // The client stopped sending before the body was complete (a Content-Length longer than the
+      // bytes sent, a dropped chunked body): its fault, not ours.
+      throw invalid("request body ended before it was complete");
+    }
+    const { done, value } = chunk;
     if (done) break;
     total += value.byteLength;
     if (total > cap) {
