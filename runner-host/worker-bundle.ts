@@ -13,6 +13,7 @@ export const DURABLE_OBJECTS = {
   TENANTS: "TenantObject",
   RUNNERS: "RunnerPool",
   EXECUTORS: "ExecutorObject",
+  STREAMS: "StreamGate",
 } as const;
 
 const ENTRY = fileURLToPath(new URL("../src/index.ts", import.meta.url));

@@ -9,9 +9,9 @@
 import { parseHostConfigText, type HostConfig, type ToolBinding } from "./shared/config-schema.ts";
 import { sha256Hex } from "./shared/ids.ts";
 import { bundledConfig } from "./bundled-config.ts";
-import { checkEnvironment } from "./shared/config-env.ts";
 import { workerView } from "./shared/config-vars.ts";
 import { envVars, type Env } from "./env.ts";
+import { checkEnvironment, MIN_SECRET_BYTES, usableRunnerSecret } from "./shared/config-env.ts";
 import { log } from "./log.ts";
 import { DEFAULT_RUNNER_SECRET_VAR } from "./runtime-constants.ts";
 
@@ -42,9 +42,6 @@ export type Runtime = {
   /** Where the text came from. */
   source: "bundle" | "binding";
 };
-
-/** Spec "Authentication": a token secret has at least 24 bytes. */
-const MIN_SECRET_BYTES = 24;
 
 let cache: { text: string; runtime: Promise<Runtime> } | undefined;
 
@@ -79,12 +76,18 @@ async function build(env: Env, text: string): Promise<Runtime> {
       readOnly: t.read_only,
     });
   }
-  const runnerSecret = vars[config.runners?.token_env ?? DEFAULT_RUNNER_SECRET_VAR];
   // Tokens deployed as digests were checked by the deploy; every other variable the Worker reads
   // is checked here against its own bindings, with the same rules as `svc -check`.
   const view = workerView(config);
   const envProblems = checkEnvironment({ ...view, tokens: view.tokens.filter((t) => !Object.hasOwn(digests, t.token_env)) }, vars);
   if (envProblems.length > 0) log("warn", "the host configuration names variables the Worker lacks", { problems: envProblems.join("; ") });
+  // A runner secret under 24 bytes, or one a client token also holds, opens nothing: a tenant
+  // must never be able to dial in as a runner-host or mint inspection tokens.
+  const runnerSecret = usableRunnerSecret(config, vars);
+  const runnerVar = config.runners?.token_env ?? DEFAULT_RUNNER_SECRET_VAR;
+  if (runnerSecret === undefined && vars[runnerVar] !== undefined) {
+    log("error", "the runner secret is under 24 bytes or equals a client token: runner-hosts cannot connect", { variable: runnerVar });
+  }
   return {
     config,
     grants,

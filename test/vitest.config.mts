@@ -4,8 +4,10 @@ import { defineConfig } from "vitest/config";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 
-// Three projects: pure logic in Node (`unit`), objects in workerd (`worker`), and the real local
-// stack driven over HTTP (`e2e`, with the short chaos run). Run all with `npm test`; one with `--project <name>`.
+// Four projects: pure logic in Node (`unit`), objects in workerd (`worker`), the real local stack
+// driven over HTTP (`e2e`, with the short chaos run), and generated malformed requests against it
+// (`fuzz`, a 1,000-request slice; `npm run fuzz` runs 10,000). Run all with `npm test`; one with
+// `--project <name>`.
 export default defineConfig({
   test: {
     projects: [
@@ -54,6 +56,16 @@ export default defineConfig({
           include: ["test/worker/**/*.test.ts"],
           setupFiles: ["test/worker/setup.ts"],
           testTimeout: 20_000,
+        },
+      },
+      {
+        test: {
+          name: "fuzz",
+          root,
+          include: ["test/fuzz/**/*.test.ts"],
+          environment: "node",
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
         },
       },
       {

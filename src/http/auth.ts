@@ -33,9 +33,9 @@ export function requireManage(p: Grant): void {
   if (!p.manage) throw forbidden("this operation needs a token with manage");
 }
 
-/** An inspection token reads its session's events and nothing else. */
+/** An inspection token reads its session (the session and its events) and nothing else. */
 export function refuseInspection(p: Grant): void {
-  if (p.inspectCall !== undefined) throw forbidden("an inspection token may only read its session's events");
+  if (p.inspectCall !== undefined) throw forbidden("an inspection token may only read its own session and its events");
 }
 
 /** A session-scoped token reaches only its own session. */

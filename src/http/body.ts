@@ -7,6 +7,12 @@ import { invalid, tooLarge } from "../shared/errors.ts";
 
 /** Spec "Limits": the body cap is `limits.input_bytes` plus this many bytes of envelope. */
 export const BODY_OVERHEAD_BYTES = 16 * 1024;
+/**
+ * Deepest nesting of arrays and objects a request body may have, levels. Schema checks, JSON
+ * Schema validation, serialisation and structured clone all recurse; a body nested thousands deep
+ * would overflow the stack in one of them. 64 is far beyond any real session config or tool schema.
+ */
+export const MAX_JSON_DEPTH = 64;
 
 export async function readBody(req: Request, cap: number): Promise<string> {
   const declared = req.headers.get("Content-Length");
@@ -17,7 +23,15 @@ export async function readBody(req: Request, cap: number): Promise<string> {
   const parts: Uint8Array[] = [];
   let total = 0;
   for (;;) {
-    const { done, value } = await reader.read();
+    let chunk: ReadableStreamReadResult<Uint8Array>;
+    try {
+      chunk = await reader.read();
+    } catch {
+      // The client stopped sending before the body was complete (a Content-Length longer than the
+      // bytes sent, a dropped chunked body): its fault, not ours.
+      throw invalid("request body ended before it was complete");
+    }
+    const { done, value } = chunk;
     if (done) break;
     total += value.byteLength;
     if (total > cap) {
@@ -46,6 +60,8 @@ export function parseBody<S extends z.ZodType>(text: string, schema: S, emptyAs?
     if (emptyAs === undefined) throw invalid("request body is required");
     value = emptyAs;
   } else {
+    // Before anything recursive sees the value: JSON.parse itself copes, what comes after may not.
+    if (nestingExceeds(text, MAX_JSON_DEPTH)) throw invalid(`request body nests deeper than ${MAX_JSON_DEPTH} levels`);
     try {
       value = JSON.parse(text);
     } catch (e) {
@@ -58,6 +74,26 @@ export function parseBody<S extends z.ZodType>(text: string, schema: S, emptyAs?
   const r = schema.safeParse(value);
   if (!r.success) throw invalid(describeIssues(r.error.issues));
   return r.data;
+}
+
+/**
+ * Whether the JSON text opens more than `limit` arrays or objects inside each other. Brackets inside
+ * strings do not count; the text need not be valid JSON (the parser judges that afterwards).
+ */
+export function nestingExceeds(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (ch === 0x5c) i++; // backslash: skip the escaped character
+      else if (ch === 0x22) inString = false;
+    } else if (ch === 0x22) inString = true;
+    else if (ch === 0x7b || ch === 0x5b) {
+      if (++depth > limit) return true;
+    } else if (ch === 0x7d || ch === 0x5d) depth--;
+  }
+  return false;
 }
 
 export function describeIssues(issues: z.core.$ZodIssue[]): string {

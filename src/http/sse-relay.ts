@@ -6,8 +6,13 @@
  * client count as their data length + 256 bytes; the event being written is not counted. Going over
  * `subscriber_events` or `subscriber_bytes`, or a frame unwritten for 15 s, disconnects this client
  * only. Replay is pulled batch by batch (`more` once a batch is written), so it never piles up.
+ *
+ * Consecutive `assistant.delta` events of one turn that are still queued for a client are merged
+ * into one frame (texts concatenated, the first delta's id and time kept): a burst of deltas costs
+ * a reading client one queued event, so only a client that really falls behind is cut.
  */
 import { MORE, type SubscribeDown } from "../shared/subscribe-protocol.ts";
+import type { Event } from "../shared/api-schema.ts";
 import { ServiceError, type ErrorBody } from "../shared/errors.ts";
 import { encodeEvent, KEEPALIVE } from "./sse.ts";
 
@@ -20,6 +25,8 @@ const REPLAY_AHEAD = 2;
 export const EVENT_OVERHEAD_BYTES = 256;
 
 export type Budget = { events: number; bytes: number };
+/** `tick`: about once a second while the stream is open; `end`: once, when it has ended. */
+export type StreamHooks = { tick?: () => void; end?: () => void };
 
 /** What the relay needs of the object's socket (Workers' WebSocket fits; tests pass a fake). */
 export type SocketLike = {
@@ -33,7 +40,21 @@ export type SubscribeStub = {
   fetch(input: string, init?: RequestInit): Promise<{ status: number; webSocket?: SocketLike | null; json(): Promise<unknown> }>;
 };
 
-type Pending = { at: number; cost: number; live: boolean };
+/**
+ * A frame waiting for the client. Live `assistant.delta` frames keep their event unencoded while
+ * queued, so consecutive deltas of one turn can be merged into one frame (lossless: the texts
+ * concatenate); everything else is encoded when it is queued.
+ */
+type Item = {
+  at: number;
+  cost: number;
+  live: boolean;
+  bytes?: Uint8Array;
+  delta?: Event;
+  written?: () => void;
+};
+
+const encoder = new TextEncoder();
 
 function concat(parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
@@ -45,12 +66,25 @@ function concat(parts: Uint8Array[]): Uint8Array {
   return out;
 }
 
+/** A live delta whose data is exactly `{text}`: the only kind merged. */
+function isPlainDelta(e: Event): e is Event & { data: { text: string } } {
+  if (e.type !== "assistant.delta" || e.cursor !== undefined) return false;
+  const keys = Object.keys(e.data);
+  return keys.length === 1 && keys[0] === "text" && typeof e.data.text === "string";
+}
+
+/** Bytes the text adds inside the JSON envelope (its escaped form without the quotes). */
+function escapedLength(text: string): number {
+  return encoder.encode(JSON.stringify(text)).length - 2;
+}
+
 export async function openSessionStream(
   stub: SubscribeStub,
   cursor: string,
   budget: Budget,
   signal: AbortSignal,
   inspectCall?: string,
+  hooks: StreamHooks = {},
 ): Promise<Response> {
   const call = inspectCall ? `&call=${inspectCall}` : "";
   const res = await stub.fetch(`https://session/subscribe?after=${encodeURIComponent(cursor)}${call}`, {
@@ -62,9 +96,12 @@ export async function openSessionStream(
 
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
   const writer = writable.getWriter();
-  const pending: Pending[] = [];
+  // One write at a time; the rest waits here, where queued deltas can still be merged.
+  const queue: Item[] = [];
+  let writing: Item | undefined;
   let lastWrite = Date.now();
   let done = false;
+  let draining = false;
 
   let replaying = 0;
   let asked = true;
@@ -74,38 +111,85 @@ export async function openSessionStream(
     ws.send(MORE);
   };
 
-  const finish = (graceful: boolean) => {
-    if (done) return;
+  const stop = () => {
     done = true;
     clearInterval(timer);
+    hooks.end?.();
     try {
       ws.close(1000, "stream ended");
     } catch {
       // Already closed by the object.
     }
-    if (graceful) writer.close().catch(() => {});
-    else writer.abort(new Error("subscriber disconnected")).catch(() => {});
   };
 
-  const write = (bytes: Uint8Array, cost: number, live: boolean): Promise<void> => {
-    const p: Pending = { at: Date.now(), cost, live };
-    pending.push(p);
-    lastWrite = p.at;
-    return writer.write(bytes).then(
+  /** Graceful: what is queued still reaches the client, then the stream ends. */
+  const finish = () => {
+    if (done || draining) return;
+    draining = true;
+    try {
+      ws.close(1000, "stream ended");
+    } catch {
+      // Already closed by the object.
+    }
+    pump();
+  };
+
+  const cut = () => {
+    if (done) return;
+    stop();
+    queue.length = 0;
+    writer.abort(new Error("subscriber disconnected")).catch(() => {});
+  };
+
+  const pump = () => {
+    if (done || writing) return;
+    const item = queue.shift();
+    if (!item) {
+      if (draining) {
+        stop();
+        writer.close().catch(() => {});
+      }
+      return;
+    }
+    writing = item;
+    // The write deadline runs from when a frame starts being written, not from when it queued.
+    item.at = lastWrite = Date.now();
+    writer.write(item.bytes ?? encodeEvent(item.delta!).bytes).then(
       () => {
-        pending.splice(pending.indexOf(p), 1);
-        // The write deadline runs from when a frame starts being written, not from when it queued.
-        if (pending[0]) pending[0].at = Date.now();
+        writing = undefined;
+        item.written?.();
+        pump();
       },
-      () => finish(false),
+      () => cut(),
     );
   };
 
-  /** The backlog behind the frame being written (the head is not counted). */
+  const enqueue = (item: Item) => {
+    queue.push(item);
+    pump();
+  };
+
+  /** Appends a live event, merging a delta into a queued delta of the same turn right before it. */
+  const enqueueLive = (e: Event) => {
+    const tail = queue.at(-1);
+    if (isPlainDelta(e) && tail?.delta && tail.delta.input_id === e.input_id) {
+      const text = (tail.delta.data.text as string) + e.data.text;
+      tail.delta = { ...tail.delta, data: { text } };
+      tail.cost += escapedLength(e.data.text);
+      return;
+    }
+    if (isPlainDelta(e)) {
+      return enqueue({ at: Date.now(), cost: encodeEvent(e).dataLength + EVENT_OVERHEAD_BYTES, live: true, delta: e });
+    }
+    const f = encodeEvent(e);
+    enqueue({ at: Date.now(), cost: f.dataLength + EVENT_OVERHEAD_BYTES, live: true, bytes: f.bytes });
+  };
+
+  /** The backlog behind the frame being written (that one is not counted). */
   const overBudget = () => {
     let events = 0;
     let bytes = 0;
-    for (const p of pending.slice(1)) {
+    for (const p of queue) {
       if (!p.live) continue;
       events += 1;
       bytes += p.cost;
@@ -114,45 +198,45 @@ export async function openSessionStream(
   };
 
   ws.addEventListener("message", (m) => {
-    if (done) return;
+    if (done || draining) return;
     const msg = JSON.parse(typeof m.data === "string" ? m.data : new TextDecoder().decode(m.data)) as SubscribeDown;
-    // Closing the writer flushes what is queued first, so the final events reach the client.
-    if (msg.t === "end") return finish(true);
+    if (msg.t === "end") return finish();
     if (msg.t === "replay") {
       // A replay batch is one write (it never counts against the live budgets). The next batch is
       // asked for while this one is being written, so reading the log overlaps with the client
       // taking it; at most REPLAY_AHEAD batches are ever buffered.
       asked = false;
-      replaying += 1;
       if (msg.events.length > 0) {
-        void write(concat(msg.events.map((e) => encodeEvent(e).bytes)), 0, false).then(() => {
+        replaying += 1;
+        const written = () => {
           replaying -= 1;
           askMore(!msg.live);
-        });
-      } else {
-        replaying -= 1;
+        };
+        enqueue({ at: Date.now(), cost: 0, live: false, bytes: concat(msg.events.map((e) => encodeEvent(e).bytes)), written });
       }
       return askMore(!msg.live);
     }
     // Judge what piled up before this message: a burst the client is still taking is not a backlog.
-    if (overBudget()) return finish(false);
-    for (const e of msg.events) {
-      const f = encodeEvent(e);
-      void write(f.bytes, f.dataLength + EVENT_OVERHEAD_BYTES, true);
-    }
+    if (overBudget()) return cut();
+    for (const e of msg.events) enqueueLive(e);
   });
   // The client went away: workerd cancels the response body, which errors the writable side. (Behind
   // the local stack's proxy that is only seen at the next write: a keepalive at the latest.)
-  writer.closed.catch(() => finish(false));
-  ws.addEventListener("close", () => finish(true));
-  ws.addEventListener("error", () => finish(false));
-  signal.addEventListener("abort", () => finish(false));
+  writer.closed.catch(() => cut());
+  ws.addEventListener("close", () => finish());
+  // Once the object's side is over (draining), the socket has nothing left to say: an error from it
+  // (workerd reports one for a socket both ends closed) must not cut what is still being delivered.
+  ws.addEventListener("error", () => {
+    if (!draining) cut();
+  });
+  signal.addEventListener("abort", () => cut());
 
   const timer = setInterval(() => {
+    hooks.tick?.();
     const now = Date.now();
-    if (pending.length > 0 && now - pending[0]!.at >= WRITE_DEADLINE_MS) return finish(false);
-    if (overBudget()) return finish(false);
-    if (pending.length === 0 && now - lastWrite >= KEEPALIVE_MS) void write(KEEPALIVE, 0, false);
+    if (writing && now - writing.at >= WRITE_DEADLINE_MS) return cut();
+    if (overBudget()) return cut();
+    if (!writing && queue.length === 0 && !draining && now - lastWrite >= KEEPALIVE_MS) enqueue({ at: now, cost: 0, live: false, bytes: KEEPALIVE });
   }, 1_000);
 
   ws.send(MORE);

@@ -1,8 +1,10 @@
 /** `/sessions` and `/sessions/{id}/*`: authorization here, state in the objects. */
 import { Hono } from "hono";
 import { CreateSessionSchema, EmptySchema, InputSchema, RestoreSchema } from "../shared/api-schema.ts";
-import { forbidden, unsupported, unwrap, type Result } from "../shared/errors.ts";
+import { forbidden, overloaded, unsupported, unwrap, type Result } from "../shared/errors.ts";
 import type { ExecutorInfo } from "../shared/executor-protocol.ts";
+import { log } from "../log.ts";
+import { isolateSlots } from "../streams/stream-slots.ts";
 import { refuseInspection, requireManage, requireSessionAccess, requireToken, requireWrite } from "../http/auth.ts";
 import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
@@ -62,8 +64,8 @@ sessions.get("/", async (c) => {
 });
 
 sessions.get("/:id", async (c) => {
-  const id = target(c);
-  return c.json(unwrap(await sessionStub(c, id).get()));
+  const id = target(c, true);
+  return c.json(unwrap(await sessionStub(c, id).get(c.get("principal").inspectCall)));
 });
 
 sessions.post("/:id/close", async (c) => {
@@ -83,7 +85,17 @@ sessions.get("/:id/events", async (c) => {
     const cursor = after ?? c.req.header("Last-Event-ID") ?? "";
     const { limits } = c.get("runtime").config;
     const budget = { events: limits.subscriber_events, bytes: limits.subscriber_bytes };
-    return openSessionStream(stub, cursor, budget, c.req.raw.signal, call);
+    // limits.subscribers counts streams across the deployment; this isolate holds slots in blocks.
+    const tenant = c.get("principal").tenant;
+    const slots = isolateSlots(c.env);
+    if (!(await slots.acquire(tenant))) throw overloaded("too many event streams are open");
+    const hooks = { tick: () => background(c, slots.tick()), end: () => background(c, slots.release(tenant)) };
+    try {
+      return await openSessionStream(stub, cursor, budget, c.req.raw.signal, call, hooks);
+    } catch (e) {
+      hooks.end();
+      throw e;
+    }
   }
   const limit = pageLimit(c.req.query("limit"));
   return c.json(unwrap(await stub.readEvents(c.req.query("after") ?? "", limit, call)));
@@ -139,6 +151,17 @@ sessions.post("/:id/restore", async (c) => {
   unwrap(await sessionStub(c, id).get());
   persistenceUnsupported(c);
 });
+
+/** Work that must finish after the response (slot bookkeeping); failures are logged, never thrown. */
+function background(c: AppContext, p: Promise<void> | undefined): void {
+  if (!p) return;
+  const logged = p.catch((e) => log("error", "stream slot sync failed", { error: String(e) }));
+  try {
+    c.executionCtx.waitUntil(logged);
+  } catch {
+    // No execution context (the app called directly): the promise still runs.
+  }
+}
 
 function wantsEventStream(accept: string | undefined): boolean {
   return (accept ?? "").split(",").some((t) => t.trim().split(";")[0]!.toLowerCase() === "text/event-stream");

@@ -8,6 +8,7 @@ import type { HostConfig } from "../shared/config-schema.ts";
 import { invalid, unsupported } from "../shared/errors.ts";
 import type { EncryptedCredential } from "./record.ts";
 import { fromBase64, toBase64 } from "../shared/base64.ts";
+import { aesKeyProblem } from "../shared/config-env.ts";
 
 /** DECISIONS.md: a string is a bearer token; `{"headers": {...}}` supplies request headers. */
 export function checkCredentialValue(alias: string, value: unknown): void {
@@ -42,7 +43,7 @@ export async function encryptCredential(
 ): Promise<EncryptedCredential> {
   const keys = config.credential_keys;
   if (!keys) throw unsupported("credential overrides need credential_keys in the host configuration");
-  const key = await importKey(vars[keys.keys[keys.active]!] ?? "");
+  const key = await importKey(keys.active, vars[keys.keys[keys.active]!]);
   const iv = crypto.getRandomValues(new Uint8Array(12));
   const ct = await crypto.subtle.encrypt(
     { name: "AES-GCM", iv, additionalData: credentialAad(binding.tenant, binding.sessionId, binding.alias) },
@@ -60,7 +61,7 @@ export async function decryptCredential(
 ): Promise<unknown> {
   const varName = config.credential_keys?.keys[c.key_id];
   if (!varName) throw new Error(`credential key "${c.key_id}" is not configured`);
-  const key = await importKey(vars[varName] ?? "");
+  const key = await importKey(c.key_id, vars[varName]);
   const pt = await crypto.subtle.decrypt(
     { name: "AES-GCM", iv: fromBase64(c.iv), additionalData: credentialAad(binding.tenant, binding.sessionId, c.alias) },
     key,
@@ -69,6 +70,12 @@ export async function decryptCredential(
   return JSON.parse(new TextDecoder().decode(pt));
 }
 
-function importKey(base64: string): Promise<CryptoKey> {
-  return crypto.subtle.importKey("raw", fromBase64(base64), "AES-GCM", false, ["encrypt", "decrypt"]);
+/**
+ * AES-256 only: WebCrypto would take a 16- or 24-byte key as AES-128/192 without a word, so the
+ * length is checked here as `-check` checks it. A bad key is a deployment fault (a 500, logged).
+ */
+function importKey(id: string, base64: string | undefined): ReturnType<typeof crypto.subtle.importKey> {
+  const problem = aesKeyProblem(base64);
+  if (problem) throw new Error(`credential key "${id}": its variable ${problem}`);
+  return crypto.subtle.importKey("raw", fromBase64(base64!), "AES-GCM", false, ["encrypt", "decrypt"]);
 }

@@ -81,8 +81,13 @@ export class SessionObject extends DurableObject<Env> {
     return r;
   }
 
-  get(): Result<Session> {
-    return asResult(() => toSession(this.#state.require()));
+  /** `inspectCall`: the read comes with an inspection token, valid only while that call is open. */
+  get(inspectCall?: string): Result<Session> {
+    return asResult(() => {
+      const row = this.#state.require();
+      this.#requireOpenCall(inspectCall);
+      return toSession(row);
+    });
   }
 
   /** `inspectCall`: the read comes with an inspection token, valid only while that call is open. */
@@ -177,16 +182,12 @@ export class SessionObject extends DurableObject<Env> {
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return new Response(null, { status: 404 });
     if (url.pathname === "/link") return this.#link.accept(Number(url.searchParams.get("lease")));
     if (url.pathname !== "/subscribe") return new Response(null, { status: 404 });
-    const { limits } = (await getRuntime(this.env)).config;
+    // limits.subscribers is counted across the deployment by the Worker (StreamGate), not here.
     const call = url.searchParams.get("call") ?? undefined;
     const r = asResult(() => {
       const row = this.#state.require();
       this.#requireOpenCall(call);
-      const seq = this.#state.positionOf(row, url.searchParams.get("after") ?? "");
-      if (this.#subs.count() >= limits.subscribers) {
-        throw overloaded(`the session has ${limits.subscribers} open event streams`);
-      }
-      return seq;
+      return this.#state.positionOf(row, url.searchParams.get("after") ?? "");
     });
     if (!r.ok) return Response.json(r.error, { status: r.error.status ?? ERROR_STATUS[r.error.code] });
     return this.#subs.accept(r.value, call);

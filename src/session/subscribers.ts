@@ -30,10 +30,6 @@ export class Subscribers {
     this.#ctx = ctx;
   }
 
-  count(): number {
-    return this.#ctx.getWebSockets(TAG).filter((ws) => ws.readyState === WebSocket.OPEN).length;
-  }
-
   accept(seq: number, call?: string): Response {
     const pair = new WebSocketPair();
     const server = pair[1];

@@ -5,6 +5,8 @@
  */
 import { formatPath } from "./config-fields.ts";
 import type { HostConfig } from "./config-schema.ts";
+import { DEFAULT_RUNNER_SECRET_VAR } from "../runtime-constants.ts";
+import { fromBase64 } from "./base64.ts";
 
 /** Spec Authentication 1: a token secret is at least 24 bytes. */
 export const MIN_SECRET_BYTES = 24;
@@ -59,24 +61,35 @@ export function checkEnvironment(config: HostConfig, env: Env): string[] {
     if (problem) problems.push(`${formatPath(["credential_keys", "keys", id])}: environment variable ${name} ${problem}`);
   }
 
-  if (config.runners) {
-    const field = "runners.token_env";
-    const value = secret(field, config.runners.token_env);
+  // Without `runners`, a deployment's runner-hosts use the default variable when it is set (the
+  // local stack generates its own secret instead): it is held to the same rules.
+  const runnerVar = config.runners?.token_env ?? (env[DEFAULT_RUNNER_SECRET_VAR] !== undefined ? DEFAULT_RUNNER_SECRET_VAR : undefined);
+  if (runnerVar !== undefined) {
+    const field = config.runners ? "runners.token_env" : "runners";
+    const value = secret(field, runnerVar);
     // A client token that also opened runner sockets would let a tenant impersonate a runner-host.
     const clash = value === undefined ? undefined : owners.get(value);
-    if (clash) problems.push(`${field}: environment variable ${config.runners.token_env} holds the same secret as ${clash}`);
+    if (clash) problems.push(`${field}: environment variable ${runnerVar} holds the same secret as ${clash}`);
   }
   return problems;
 }
 
+/** The runner secret the Worker may trust: set, long enough, and no client token's secret. */
+export function usableRunnerSecret(config: HostConfig, env: Env): string | undefined {
+  const value = env[config.runners?.token_env ?? DEFAULT_RUNNER_SECRET_VAR];
+  if (value === undefined || encoder.encode(value).length < MIN_SECRET_BYTES) return undefined;
+  if (config.tokens.some((t) => env[t.token_env] === value)) return undefined;
+  return value;
+}
+
 /** Why a variable is not a usable AES-256 key, or undefined when it is one. */
-function aesKeyProblem(value: string | undefined): string | undefined {
+export function aesKeyProblem(value: string | undefined): string | undefined {
   if (value === undefined) return "is not set";
   if (value === "") return "is empty";
-  let decoded: string;
+  let decoded: Uint8Array;
   try {
     // The same decoder the Worker imports the key with, so what passes here also imports there.
-    decoded = atob(value);
+    decoded = fromBase64(value);
   } catch {
     return "is not valid base64";
   }

@@ -26,7 +26,7 @@ function config(limits: Record<string, number>) {
 let stack: Stack;
 beforeAll(async () => {
   stack = await startStack({
-    config: config({ input_bytes: MiB, queue: 64, subscribers: 3, subscriber_events: 64, subscriber_bytes: 8 * MiB }),
+    config: config({ input_bytes: MiB, queue: 64, subscribers: 32, subscriber_events: 64, subscriber_bytes: 8 * MiB }),
     env,
     runner: false,
   });
@@ -284,24 +284,20 @@ describe("SSE mode", () => {
     ctl.abort();
   });
 
-  it("limits.subscribers open streams per session: the next one gets 429 overloaded", { timeout: 30_000 }, async () => {
+  it("a client that goes away is noticed at the next write (a keepalive within 15 s); idle streams get keepalives", { timeout: 30_000 }, async () => {
+    // limits.subscribers counts across the deployment: test/e2e/stream-limits.test.ts.
     const id = await newSession();
-    const open = [await openSse(sseUrl(id), { token: env.READ }), await openSse(sseUrl(id), { token: env.READ }), await openSse(sseUrl(id), { token: env.READ })];
+    const open = [await openSse(sseUrl(id), { token: env.READ }), await openSse(sseUrl(id), { token: env.READ })];
     for (const s of open) expect(s.status).toBe(200);
-    const r = await call(stack.url, "GET", `/sessions/${id}/events`, { token: env.READ, headers: { Accept: "text/event-stream" } });
-    expectApiError(r, 429, "overloaded");
-    // The relay closes its object socket when the client goes away; a new stream then fits.
-    // Behind the local stack's proxy the relay notices a vanished client at its next write (a
-    // keepalive within 15 s).
+    // The relay closes its object socket when the client goes away. Behind the local stack's proxy
+    // it notices a vanished client at its next write (a keepalive within 15 s).
     open[0]!.close();
     await open[0]!.ended;
     await stack.waitForLog(new RegExp(`"msg":"event stream closed","session_id":"${id}"`), 20_000);
-    // Meanwhile the idle streams got their keepalive comment (every 15 s while idle).
+    // Meanwhile the idle stream got its keepalive comment (every 15 s while idle).
     await open[1]!.waitForComment("keepalive");
     expect(open[1]!.frames).toHaveLength(0);
-    const again = await openSse(sseUrl(id), { token: env.READ });
-    expect(again.status).toBe(200);
-    for (const s of [...open, again]) s.close();
+    open[1]!.close();
   });
 
   it("closing the session ends its streams after its final events; a closed session replays and ends", async () => {

@@ -18,7 +18,7 @@ const TRACEPARENT = `00-${TRACE_ID}-00f067aa0ba902b7-01`;
 
 type Seen = { path: string; headers: http.IncomingHttpHeaders; body: any };
 const seen: Seen[] = [];
-let inspected: { during?: { status: number; body: any }; token?: string; serviceUrl?: string; sessionId?: string } = {};
+let inspected: { during?: { status: number; body: any }; session?: { status: number; body: any }; token?: string; serviceUrl?: string; sessionId?: string } = {};
 let toolServer: http.Server;
 let toolBase = "";
 let provider: ScriptedProvider;
@@ -42,7 +42,8 @@ async function handleTool(req: http.IncomingMessage, res: http.ServerResponse, b
   if (path === "/inspect") {
     const { inspection_token: token, service_url: serviceUrl, session_id: sessionId } = body.scope;
     const r = await call(serviceUrl, "GET", `/sessions/${sessionId}/events`, { token });
-    inspected = { during: { status: r.status, body: r.body }, token, serviceUrl, sessionId };
+    const got = await call(serviceUrl, "GET", `/sessions/${sessionId}`, { token });
+    inspected = { during: { status: r.status, body: r.body }, session: { status: got.status, body: got.body }, token, serviceUrl, sessionId };
     return result({ content: [{ type: "text", text: `saw ${inspected.during!.body.events?.length} events` }] });
   }
   res.writeHead(404).end();
@@ -274,13 +275,16 @@ describe("session inspection", () => {
     expect(inspected.serviceUrl).toBe(stack.url);
     expect(inspected.during!.status).toBe(200);
     expect(inspected.during!.body.events.map((e: { type: string }) => e.type)).toContain("tool.call");
+    // Read-only scope of one session: the session itself too.
+    expect(inspected.session!.status).toBe(200);
+    expect(inspected.session!.body).toMatchObject({ id: s.id, status: "running" });
     const req = seen.filter((x) => x.path === "/inspect").at(-1)!;
     expect(req.body.scope).toMatchObject({ tenant_id: "t", session_id: s.id, call_id: expect.any(String), inspection_token: inspected.token });
-    // After the call: the token no longer works; it never reached anything but its session's events.
+    // After the call: the token no longer works; it never reached anything but its own session.
     const token = inspected.token!;
     const after = await call(stack.url, "GET", `/sessions/${s.id}/events`, { token });
     expect(after.status).toBe(401);
-    expect((await call(stack.url, "GET", `/sessions/${s.id}`, { token })).status).toBe(403);
+    expect((await call(stack.url, "GET", `/sessions/${s.id}`, { token })).status).toBe(401);
     expect((await call(stack.url, "GET", `/sessions/${other.id}/events`, { token })).status).toBe(403);
     expect((await call(stack.url, "POST", `/sessions/${s.id}/events`, { token, body: { type: "user.interrupt" } })).status).toBe(403);
     expect((await call(stack.url, "GET", "/sessions", { token })).status).toBe(403);

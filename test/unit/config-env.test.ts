@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { checkEnvironment } from "../../src/shared/config-env.ts";
+import { checkEnvironment, usableRunnerSecret } from "../../src/shared/config-env.ts";
+import { encryptCredential } from "../../src/session/credentials.ts";
 import { parseHostConfig, parseHostConfigText, type HostConfig } from "../../src/shared/config-schema.ts";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
@@ -115,6 +116,34 @@ describe("checkEnvironment: runners secret", () => {
     expect(checkEnvironment(c, { ...goodEnv(), RUNNER: "a".repeat(24) })).toEqual([
       "runners.token_env: environment variable RUNNER holds the same secret as tokens[0].token_env (TOKEN_A)",
     ]);
+  });
+  it("holds the default variable SVC_RUNNER_SECRET to the same rules when runners is absent and it is set", () => {
+    expect(checkEnvironment(config(), { ...goodEnv(), SVC_RUNNER_SECRET: "r".repeat(24) })).toEqual([]);
+    expect(checkEnvironment(config(), { ...goodEnv(), SVC_RUNNER_SECRET: "r".repeat(23) })).toEqual([
+      "runners: environment variable SVC_RUNNER_SECRET must hold at least 24 bytes",
+    ]);
+    expect(checkEnvironment(config(), { ...goodEnv(), SVC_RUNNER_SECRET: "b".repeat(24) })).toEqual([
+      "runners: environment variable SVC_RUNNER_SECRET holds the same secret as tokens[1].token_env (TOKEN_B)",
+    ]);
+  });
+  it("at runtime, trusts a runner secret only when it is at least 24 bytes and no client token's secret", () => {
+    expect(usableRunnerSecret(config(), { ...goodEnv(), SVC_RUNNER_SECRET: "r".repeat(24) })).toBe("r".repeat(24));
+    expect(usableRunnerSecret(config(), { ...goodEnv(), SVC_RUNNER_SECRET: "r".repeat(23) })).toBeUndefined();
+    expect(usableRunnerSecret(config(), { ...goodEnv(), SVC_RUNNER_SECRET: "a".repeat(24) })).toBeUndefined();
+    expect(usableRunnerSecret(c, { ...goodEnv(), RUNNER: "a".repeat(24) })).toBeUndefined();
+    expect(usableRunnerSecret(c, { ...goodEnv(), RUNNER: "r".repeat(24), SVC_RUNNER_SECRET: "s".repeat(24) })).toBe("r".repeat(24));
+  });
+});
+
+describe("credential keys at runtime", () => {
+  const c = config({ credential_keys: { active: "k1", keys: { k1: "KEY_1" } } });
+  const binding = { tenant: "acme", sessionId: "0".repeat(32), alias: "gh" };
+  it("encrypts with a key that decodes to exactly 32 bytes (AES-256)", async () => {
+    const e = await encryptCredential(c, { KEY_1: key(32) }, binding, "token");
+    expect(e).toMatchObject({ alias: "gh", key_id: "k1" });
+  });
+  it.each([16, 24, 31, 33])("refuses a key that decodes to %i bytes instead of taking it as another AES size", async (n) => {
+    await expect(encryptCredential(c, { KEY_1: key(n) }, binding, "token")).rejects.toThrow(/exactly 32 bytes/);
   });
 });
 

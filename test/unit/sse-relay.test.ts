@@ -263,6 +263,60 @@ describe("SSE relay: subscriber budgets (limits.subscriber_events, limits.subscr
   });
 });
 
+describe("SSE relay: queued assistant.delta frames of one turn are merged", () => {
+  const delta = (text: string, input = "a".repeat(32)): Event => ({
+    id: (++n).toString(16).padStart(32, "0"),
+    type: "assistant.delta",
+    time: "2026-01-01T00:00:00.000Z",
+    data: { text },
+    input_id: input,
+  });
+
+  it("merges 128 large deltas queued behind the frame being written into one frame, losslessly, so the reader is not cut", async () => {
+    const o = await open({ events: 64, bytes: 8 * 1024 * 1024 });
+    o.ws.push({ t: "replay", events: [], live: true });
+    const deltas = Array.from({ length: 129 }, (_, i) => delta(`${i}:${"d".repeat(16_000)}"\\é\n`));
+    for (const d of deltas) o.ws.push({ t: "live", events: [d] });
+    expect(o.ws.closedWith).toBeUndefined();
+    // The first was being written; the other 128 waited as one frame.
+    expect(await o.read()).toBe(frameOf(deltas[0]!));
+    const merged = { ...deltas[1]!, data: { text: deltas.slice(1).map((d) => d.data.text).join("") } };
+    let text = "";
+    while (!text.endsWith("\n\n")) text += await o.read();
+    expect(text).toBe(frameOf(merged));
+    expect(o.ws.closedWith).toBeUndefined();
+  });
+
+  it("keeps other events, other turns and the frame being written apart, in order", async () => {
+    const o = await open({ events: 64, bytes: 1_000_000 });
+    o.ws.push({ t: "replay", events: [], live: true });
+    const [a1, a2, a3] = [delta("a1"), delta("a2"), delta("a3")];
+    const msg = ev();
+    const [a4, b1, b2] = [delta("a4"), delta("b1", "b".repeat(32)), delta("b2", "b".repeat(32))];
+    for (const e of [a1, a2, a3, msg, a4, b1, b2]) o.ws.push({ t: "live", events: [e] });
+    const expected = [
+      frameOf(a1),
+      frameOf({ ...a2, data: { text: "a2a3" } }),
+      frameOf(msg),
+      frameOf(a4),
+      frameOf({ ...b1, data: { text: "b1b2" } }),
+    ];
+    let text = "";
+    while (text.length < expected.join("").length) text += await o.read();
+    expect(text).toBe(expected.join(""));
+  });
+
+  it("still cuts a reader that falls behind: the merged frame counts its whole text against subscriber_bytes", async () => {
+    const o = await open({ events: 64, bytes: 64 * 1024 });
+    o.ws.push({ t: "replay", events: [], live: true });
+    o.ws.push({ t: "live", events: [delta("first")] }); // being written, never read
+    for (let i = 0; i < 8; i++) o.ws.push({ t: "live", events: [delta("x".repeat(10_000))] });
+    o.ws.push({ t: "live", events: [ev()] }); // 80 KB of merged deltas queued: over 64 KiB
+    await o.ws.closed();
+    await expect(withTimeout(o.reader.read(), "the error")).rejects.toThrow("subscriber disconnected");
+  });
+});
+
 describe("SSE relay: keepalive and write deadline (15 s each)", () => {
   it("writes : keepalive after 15 s idle, and only while idle", async () => {
     vi.useFakeTimers();

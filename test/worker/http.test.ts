@@ -114,6 +114,39 @@ describe("Create a session", () => {
   });
 });
 
+describe("Request bodies: nesting depth", () => {
+  const big = () => envWith({ limits: { ...(baseConfig.limits as object), input_bytes: 65536 } });
+  /** `[[[…]]]` nested `n` levels, as raw JSON text. */
+  const nested = (n: number) => `${"[".repeat(n)}${"]".repeat(n)}`;
+  /** A create body whose deepest point is exactly `total` levels (the root object is level 1). */
+  const withParameters = (total: number) =>
+    `{"harness":"pi","config":{"model":"openai/m","tools":[],"bindings":[{"alias":"a","parameters":${nested(total - 4)}}]}}`;
+  const withInputSchema = (depth: number) =>
+    `{"harness":"pi","config":{"model":"openai/m","tools":[],"bindings":[{"alias":"a","runtime":[{"name":"t","description":"d","input_schema":{"type":"object","x":${nested(depth)}}}]}]}}`;
+
+  it("returns 400 invalid_request, not 500, for 10,000 levels in bindings[].parameters or a runtime tool's input_schema", async () => {
+    for (const body of [withParameters(10_000), withInputSchema(10_000)]) {
+      const e = await expectApiError(await call(big(), "/sessions", { method: "POST", body }), 400, "invalid_request");
+      expect(e.message).toBe("request body nests deeper than 64 levels");
+    }
+  });
+
+  it("accepts 64 levels and refuses 65, whatever the route", async () => {
+    expect((await call(big(), "/sessions", { method: "POST", body: withParameters(64) })).status).toBe(201);
+    await expectApiError(await call(big(), "/sessions", { method: "POST", body: withParameters(65) }), 400, "invalid_request");
+    const s = await createSession();
+    const deepInput = `{"type":"user.message","text":"x","key":${nested(64)}}`;
+    const e = await expectApiError(await call(big(), `/sessions/${s.id}/events`, { method: "POST", body: deepInput }), 400, "invalid_request");
+    expect(e.message).toMatch(/nests deeper/);
+  });
+
+  it("does not count brackets inside strings, escaped quotes included", async () => {
+    const text = `\\"${"[{".repeat(200)}`;
+    const body = `{"harness":"pi","config":{"model":"openai/m","tools":[],"instructions":"${text}"}}`;
+    expect((await call(big(), "/sessions", { method: "POST", body })).status).toBe(201);
+  });
+});
+
 describe("Create a session: credential overrides", () => {
   const binding = { alias: "gh" };
   const secretValue = "ghp_credential-value-that-must-never-leak";
