@@ -4,7 +4,6 @@
  * or a failed start, 2 bad usage. The modules that start things are imported only when used, so
  * `-check` loads none of them and starts nothing.
  */
-import type { HostConfig } from "../src/shared/config-schema.ts";
 import { loadConfigFile, loadEnvFileBeside } from "./config-file.ts";
 
 export const USAGE = `usage: svc [runner] -config <path> [-check]
@@ -19,15 +18,6 @@ flags:
                    (run \`svc runner\` separately; until one connects, messages wait)
   -h, -help        show this help
 `;
-
-/**
- * The runner-host entry is written separately and may not exist yet in a given build; importing it
- * through a variable keeps this file type-checking either way, and the type states what it must offer.
- */
-const RUNNER_MAIN = "./runner-main.ts";
-type RunnerMain = {
-  runRunnerHost(o: { config: HostConfig; configPath: string }): Promise<number | void>;
-};
 
 type Args = { command: "local" | "runner"; config: string; check: boolean; runner: boolean };
 type ParsedArgs = { ok: true; args: Args } | { ok: false; help: boolean; problem?: string };
@@ -95,7 +85,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const code =
       command === "runner"
-        ? await ((await import(RUNNER_MAIN)) as RunnerMain).runRunnerHost(options)
+        ? await (await import("./runner-main.ts")).runRunnerHost(options)
         : await (await import("./local-stack.ts")).startLocalStack({ ...options, runner });
     // A starter that returns nothing keeps running on its own handles; it owns the exit then.
     return typeof code === "number" ? code : 0;
