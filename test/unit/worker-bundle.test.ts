@@ -19,7 +19,7 @@ describe("the local stack's Worker settings equal wrangler.toml", () => {
   });
 
   it("binds the same Durable Object classes under the same names", () => {
-    const deployed = Object.fromEntries((rawConfig.durable_objects?.bindings ?? []).map((b) => [b.name, b.class_name]));
+    const deployed = Object.fromEntries((rawConfig.durable_objects?.bindings ?? []).map((b: { name: string; class_name: string }) => [b.name, b.class_name]));
     expect(deployed).toEqual({ ...DURABLE_OBJECTS });
   });
 });
