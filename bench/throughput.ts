@@ -8,8 +8,7 @@
  *            and the stream closed
  *   library  pi-agent-core's Agent + pi-ai (what the reference harness runs) in this process,
  *            same provider and directive, prompt() → resolved: the harness's own libraries with no
- *            service around them, to tell library cost from service cost (as bench-peers does
- *            for LangGraph)
+ *            service around them, to tell library cost from service cost
  *
  * deltas/s = 20,000 provider deltas ÷ (request → end). The runner-host coalesces deltas (up to
  * 16 ms or 8 KiB per frame, runner-host/delta-buffer.ts), so the frame count is printed beside it;

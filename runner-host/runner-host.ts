@@ -1,6 +1,6 @@
 /**
  * The runner-host: one control socket to RunnerPool, one link per attached session, and the
- * harness pool they share (ARCHITECTURE.md §1, §3).
+ * harness pool they share (docs/architecture.md).
  *
  * Owns: the attached sessions by object name, the newest provider grant per prefix, and the
  * `limits.loaded` bookkeeping: an attach order past the limit drops the least recently used idle

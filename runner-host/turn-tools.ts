@@ -1,5 +1,5 @@
 /**
- * The tool calls of one turn (DECISIONS.md "Events", "Tools and bindings").
+ * The tool calls of one turn (docs/api.md "Events", "Tools").
  *
  * Each harness `tool.call` gets a service call id (32 hex, the `tool.call` event id) mapped to the
  * harness's own id. A host tool enabled for the session is validated, announced (`tool_call`,
@@ -116,7 +116,7 @@ export class TurnTools {
 
   /**
    * The call's scope. A tool with `inspect_session` also gets a read-only token for this session,
-   * valid for the call's timeout plus a grace period (DECISIONS.md "Inspection tokens"); the
+   * valid for the call's timeout plus a grace period (docs/api.md "Tools"); the
    * service stops honouring it once the call's result is recorded.
    */
   async #scope(tool: HostTool, callId: string): Promise<ToolScope> {

@@ -5,7 +5,7 @@
  *   `model_unavailable`, never a substitute (spec "Model availability").
  * - `base_url`/`api` overrides go on a COPY: `getModels()` hands out the shared registry objects.
  * - pi-ai clamps unsupported thinking levels silently, so the effort is checked here first and
- *   rejected with `effort_unsupported` (pi-harness.md §6, DECISIONS.md "Models and reasoning effort").
+ *   rejected with `effort_unsupported` (docs/harness-protocol.md "The reference harness").
  */
 import { getModels, getProviders, getSupportedThinkingLevels, type Api, type Model } from "@mariozechner/pi-ai";
 import type { ThinkingLevel } from "@mariozechner/pi-agent-core";

@@ -1,5 +1,5 @@
 /**
- * One host tool call over the native HTTP/SSE wire (DECISIONS "Tools and bindings"): `POST url`
+ * One host tool call over the native HTTP/SSE wire (docs/api.md "Tools"): `POST url`
  * with `{"call_id","tool","arguments","scope"?}`; the answer is either `application/json` holding a
  * Result, or `text/event-stream` with `progress` frames and one final `result` frame. Every outcome
  * becomes a Result; this function does not throw. Calls are never retried (spec "Outbound tool

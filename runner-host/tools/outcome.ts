@@ -1,8 +1,8 @@
 /**
  * What both transports share about outcomes: the error results the runner-host writes itself, the
  * check of a Result a tool sent, the per-call budget (timeout, interrupt, output cap), and which
- * network failures prove the request never left (spec "Errors › Tool errors"; DECISIONS "Tools
- * and bindings" for the unknown_outcome table).
+ * network failures prove the request never left (spec "Errors › Tool errors"; docs/api.md "Tools"
+ * for the unknown_outcome table).
  */
 import { validateOutput } from "./json-schema.ts";
 import type { HostTool, ToolContent, ToolResult } from "./types.ts";

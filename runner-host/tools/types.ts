@@ -26,7 +26,7 @@ export type ToolScope = {
 };
 
 export type ToolCallRequest = {
-  /** The `tool.call` event's `id` (DECISIONS "Tools and bindings"). */
+  /** The `tool.call` event's `id` (docs/api.md "Tools"). */
   call_id: string;
   tool: string;
   arguments: unknown;

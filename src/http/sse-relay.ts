@@ -1,8 +1,8 @@
 /**
- * The Worker end of an SSE stream (ARCHITECTURE.md §1): one hibernatable socket to the
+ * The Worker end of an SSE stream (docs/architecture.md "The parts"): one hibernatable socket to the
  * SessionObject per client, frames written to the client here, where its backlog is visible.
  *
- * Budgets (spec "SSE wire format" 7, DECISIONS.md): live events written but not yet taken by the
+ * Budgets (spec "SSE wire format" 7, docs/api.md "SSE"): live events written but not yet taken by the
  * client count as their data length + 256 bytes; the event being written is not counted. Going over
  * `subscriber_events` or `subscriber_bytes`, or a frame unwritten for 15 s, disconnects this client
  * only. Replay is pulled batch by batch (`more` once a batch is written), so it never piles up.

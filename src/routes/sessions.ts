@@ -68,7 +68,7 @@ sessions.get("/:id/events", async (c) => {
   const stub = sessionStub(c, id);
   const call = c.get("principal").inspectCall;
   if (wantsEventStream(c.req.header("Accept"))) {
-    // A present `after` wins over Last-Event-ID, also when empty (DECISIONS.md).
+    // A present `after` wins over Last-Event-ID, also when empty (docs/api.md "SSE").
     const after = c.req.query("after");
     const cursor = after ?? c.req.header("Last-Event-ID") ?? "";
     const { limits } = c.get("runtime").config;

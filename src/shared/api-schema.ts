@@ -63,7 +63,7 @@ export const InputSchema = z.strictObject({
 });
 export type Input = z.infer<typeof InputSchema>;
 
-/** Resume and flush take an empty body or `{}` (DECISIONS.md). */
+/** Resume and flush take an empty body or `{}` (docs/api.md). */
 export const EmptySchema = z.strictObject({});
 
 export const RestoreSchema = z.strictObject({ checkpoint: z.string() });

@@ -116,7 +116,7 @@ export const CredentialKeysSchema = z
     }
   });
 
-/** DECISIONS.md "Host configuration extensions": the runner-host shared secret. */
+/** The runner-host shared secret (docs/configuration.md "Extensions to the specification's fields"). */
 export const RunnersConfigSchema = z.strictObject({ token_env: envName });
 
 const harnesses = z.record(z.string(), HarnessSchema).superRefine((h, ctx) => {

@@ -1,4 +1,4 @@
-/** Ids: 32 lowercase hex characters from a CSPRNG (DECISIONS.md "Sessions and inputs"). */
+/** Ids: 32 lowercase hex characters from a CSPRNG (docs/api.md "Events"). */
 
 export const ID_PATTERN = /^[a-fA-F0-9]{32}$/;
 
