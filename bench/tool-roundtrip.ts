@@ -3,17 +3,16 @@
  * written) to the tool server receiving the request, and from the tool's response to the next
  * provider request — beside a direct `fetch` of the same tool from Node, in one run.
  *
- *   node bench/tool-roundtrip.ts [--samples 50]
+ *   npm run bench:tool-roundtrip [-- --samples 50 | -- --short]
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { parseArgs } from "node:util";
 import { startScriptedProvider } from "../examples/scripted-provider.ts";
 import { openSse } from "../test/helpers/sse.ts";
 import { ROOT, secret, startStack } from "../test/helpers/stack.ts";
+import { benchArgs } from "./args.ts";
 
-const { values } = parseArgs({ options: { samples: { type: "string", default: "50" } } });
-const N = Number(values.samples);
+const { samples: N } = benchArgs({ samples: 50 }, { samples: 3 });
 
 const hits: { at: number; done?: number }[] = [];
 const tool = http.createServer((req, res) => {
