@@ -39,8 +39,11 @@ const URL_LIVE = `http://127.0.0.1:${port}/health/live`;
 async function once(cmd: string, args: string[], waitLive: boolean): Promise<number> {
   const t0 = performance.now();
   // Its own process group: npx runs svc as a child, and the whole group is stopped after.
-  const child = spawn(cmd, args, { stdio: "ignore", detached: true });
-  const exited = new Promise((r) => child.once("exit", r));
+  const child = spawn(cmd, args, { stdio: ["ignore", "ignore", "pipe"], detached: true });
+  let stderr = "";
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr = (stderr + d).slice(-4000)));
+  let gone = false;
+  const exited = new Promise((r) => child.once("exit", () => r((gone = true))));
   if (!waitLive) {
     await exited;
     return performance.now() - t0;
@@ -48,9 +51,10 @@ async function once(cmd: string, args: string[], waitLive: boolean): Promise<num
   for (;;) {
     const ok = await fetch(URL_LIVE).then((r) => r.status === 200, () => false);
     if (ok) break;
+    if (gone) throw new Error(`${cmd} exited before /health/live answered; stderr:\n${stderr}`);
     if (performance.now() - t0 > START_DEADLINE_MS) {
       process.kill(-child.pid!, "SIGKILL");
-      throw new Error(`svc did not answer /health/live within ${START_DEADLINE_MS} ms`);
+      throw new Error(`svc did not answer /health/live within ${START_DEADLINE_MS} ms; stderr:\n${stderr}`);
     }
     await new Promise((r) => setTimeout(r, POLL_MS));
   }

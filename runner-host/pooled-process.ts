@@ -9,6 +9,7 @@
 import { HarnessProcess, type HarnessExit } from "./harness/harness-process.ts";
 import { OpenCommandSchema, type CommandInput, type ResolvedModel } from "./harness/protocol.ts";
 import type { ProviderGrant } from "../src/shared/runner-protocol.ts";
+import { issueSummary } from "../src/shared/zod-issues.ts";
 import type { Logger } from "./log.ts";
 
 /** Time an idle process gets to exit on EOF before it is killed, ms: it has nothing to finish. */
@@ -76,7 +77,7 @@ export class PooledProcess {
     if (!checked.success) {
       const issue = checked.error.issues[0]!;
       if (issue.path[0] === "reasoning_effort") throw new OpenError(`reasoning effort ${JSON.stringify(cmd.reasoning_effort)} is unsupported`);
-      throw new OpenError(`the session cannot be opened: ${issue.path.join(".")}: ${issue.message}`);
+      throw new OpenError(`the session cannot be opened: ${issueSummary(checked.error.issues, 1)}`);
     }
     await this.ready;
     let res;

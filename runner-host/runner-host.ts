@@ -17,7 +17,8 @@ import { log as defaultLog, type Logger } from "./log.ts";
 import { SessionRunner } from "./session-runner.ts";
 import { initTelemetry, type Telemetry } from "./telemetry.ts";
 import type { TurnEnd } from "./turn.ts";
-import type { HostTool, ToolEnv } from "./tools/types.ts";
+import type { HostTool } from "../src/shared/config-schema.ts";
+import type { ToolEnv } from "./tools/types.ts";
 
 /**
  * Idle time after which a session is detached from its harness process, ms. Five minutes covers

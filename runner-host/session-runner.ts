@@ -14,7 +14,8 @@ import { SessionLink, type AppliedDown, type LinkOptions } from "./link.ts";
 import type { Logger } from "./log.ts";
 import type { ToolRoute } from "./turn-tools.ts";
 import { Turn, type TurnEnd } from "./turn.ts";
-import type { HostTool, ToolEnv } from "./tools/types.ts";
+import type { HostTool } from "../src/shared/config-schema.ts";
+import type { ToolEnv } from "./tools/types.ts";
 
 /** How long `detached` may wait for its ack before the link closes anyway, ms. */
 const DETACH_ACK_MS = 5_000;

@@ -17,7 +17,8 @@ import { telemetry, traceparentOf, type TraceContext } from "./telemetry.ts";
 import { executeHostTool } from "./tools/dispatch.ts";
 import { validateInput } from "./tools/json-schema.ts";
 import { errorResult } from "./tools/outcome.ts";
-import type { HostTool, ToolScope } from "./tools/types.ts";
+import type { HostTool } from "../src/shared/config-schema.ts";
+import type { ToolScope } from "./tools/types.ts";
 import { newId } from "../src/shared/ids.ts";
 import { INSPECTION_GRACE_MS, mintInspectionToken } from "../src/shared/inspection-token.ts";
 

@@ -19,6 +19,7 @@ import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { isAbsolute, join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
+import { issueSummary } from "../../src/shared/zod-issues.ts";
 import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "./jsonl.ts";
 import {
   HarnessOutputSchema,
@@ -307,8 +308,7 @@ export class HarnessProcess {
     if (this.#violated) return;
     const parsed = HarnessOutputSchema.safeParse(value);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      return this.#violation(`invalid message (${issue?.path.join(".") || "type"}: ${issue?.message})`);
+      return this.#violation(`invalid message (${issueSummary(parsed.error.issues, 1)})`);
     }
     const msg = parsed.data;
     if (msg.type === "ready") {

@@ -13,6 +13,7 @@
  * violation, which ends the process (spec "States and transitions": stdio framing violation).
  */
 import { z } from "zod";
+import { REASONING_EFFORTS } from "../../src/shared/api-schema.ts";
 import { StopReasonSchema, ToolResultSchema, UsageSchema } from "../../src/shared/result-schema.ts";
 
 /** Protocol version carried by `ready` and `init`. */
@@ -55,7 +56,7 @@ export const ProviderConfigSchema = z.strictObject({
 export type ProviderConfig = z.infer<typeof ProviderConfigSchema>;
 
 /** Reasoning effort as the spec names it; omitted or empty means `off` (docs/api.md "Sessions"). */
-export const EffortSchema = z.enum(["", "off", "minimal", "low", "medium", "high", "xhigh", "max"]);
+export const EffortSchema = z.enum(["", ...REASONING_EFFORTS]);
 export type Effort = z.infer<typeof EffortSchema>;
 
 export { StopReasonSchema, UsageSchema, type StopReason, type Usage } from "../../src/shared/result-schema.ts";

@@ -4,6 +4,7 @@
  */
 import type { z } from "zod";
 import { invalid, tooLarge } from "../shared/errors.ts";
+import { issueSummary } from "../shared/zod-issues.ts";
 
 /** Spec "Limits": the body cap is `limits.input_bytes` plus this many bytes of envelope. */
 export const BODY_OVERHEAD_BYTES = 16 * 1024;
@@ -56,19 +57,6 @@ export function parseBody<S extends z.ZodType>(text: string, schema: S, emptyAs?
     throw invalid("request body must be a JSON object");
   }
   const r = schema.safeParse(value);
-  if (!r.success) throw invalid(describeIssues(r.error.issues));
+  if (!r.success) throw invalid(issueSummary(r.error.issues));
   return r.data;
-}
-
-export function describeIssues(issues: z.core.$ZodIssue[]): string {
-  return issues
-    .slice(0, 5)
-    .map((i) => {
-      const path = i.path.map(String).join(".");
-      if (i.code === "unrecognized_keys") {
-        return i.keys.map((k) => `unknown field "${path ? `${path}.${k}` : k}"`).join("; ");
-      }
-      return path ? `${path}: ${i.message}` : i.message;
-    })
-    .join("; ");
 }

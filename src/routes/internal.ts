@@ -4,7 +4,7 @@
  */
 import { Hono } from "hono";
 import { invalid, unauthorized } from "../shared/errors.ts";
-import { sha256Hex } from "../shared/ids.ts";
+import { ID_PATTERN, sha256Hex } from "../shared/ids.ts";
 import type { AppEnv } from "../http/context.ts";
 import { POOL_NAME } from "../runner/pool-name.ts";
 import { sessionObjectName } from "../session/session-object.ts";
@@ -24,8 +24,12 @@ internal.get("/runners/control", (c) => c.env.RUNNERS.getByName(POOL_NAME).fetch
 internal.get("/runners/link", (c) => {
   const name = c.req.query("session") ?? "";
   const lease = c.req.query("lease") ?? "";
-  const m = /^([a-f0-9]{32}):(.+)$/s.exec(name);
-  if (!m || !/^[1-9][0-9]{0,15}$/.test(lease)) throw invalid("session and lease are required");
-  const stub = c.env.SESSIONS.getByName(sessionObjectName(m[2]!, m[1]!));
+  // The object name is `<session id>:<tenant>` (sessionObjectName).
+  const id = name.slice(0, 32);
+  const tenant = name.slice(33);
+  if (!ID_PATTERN.test(id) || name[32] !== ":" || tenant === "" || !/^[1-9][0-9]{0,15}$/.test(lease)) {
+    throw invalid("session and lease are required");
+  }
+  const stub = c.env.SESSIONS.getByName(sessionObjectName(tenant, id));
   return stub.fetch(`https://session/link?lease=${lease}`, { headers: { Upgrade: "websocket" } });
 });

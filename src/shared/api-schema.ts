@@ -4,7 +4,9 @@
  * TypeScript: the service builds them, it never parses them.
  */
 import { z } from "zod";
+import { ID_ANY_CASE_PATTERN } from "./ids.ts";
 
+/** Spec reasoning efforts, lowest first; `""` (or omitted) in a request means `off`. */
 export const REASONING_EFFORTS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"] as const;
 export type ReasoningEffort = (typeof REASONING_EFFORTS)[number];
 
@@ -26,7 +28,7 @@ export type Tool = z.infer<typeof ToolSchema>;
 
 export const ToolBindingSchema = z.strictObject({
   alias: z.string().min(1).max(64),
-  executor: z.string().regex(/^[a-fA-F0-9]{32}$/, "must be a 32-hex executor id").optional(),
+  executor: z.string().regex(ID_ANY_CASE_PATTERN, "must be a 32-hex executor id").optional(),
   operations: z.array(z.string().min(1)).optional(),
   parameters: z.unknown().optional(),
   provider: z.string().min(1).optional(),

@@ -13,6 +13,7 @@
  * lost or doubled. A lease is granted per attachment; a socket with another lease is refused.
  */
 import { z } from "zod";
+import { ID_PATTERN } from "./ids.ts";
 import { StopReasonSchema, ToolResultSchema, UsageSchema } from "./result-schema.ts";
 
 /** Protocol version both ends must speak; a mismatch is refused at hello. */
@@ -27,7 +28,14 @@ export const LINK_PATH = "/internal/runners/link";
 export const PING = "ping";
 export const PONG = "pong";
 
-const Hex32 = z.string().regex(/^[a-f0-9]{32}$/);
+/**
+ * WebSocket close code an object sends on a link whose lease is not (or no longer) valid: the
+ * runner-host stops redialling and lets the session go. In the 4000-4999 range applications own;
+ * 409 as in HTTP Conflict.
+ */
+export const LEASE_GONE_CLOSE_CODE = 4409;
+
+const Hex32 = z.string().regex(ID_PATTERN);
 const Seq = z.number().int().positive();
 const Turn = Hex32;
 
