@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { httpUrl, int, tenant } from "./config-fields.ts";
+import { schemaProblems } from "./json-schema-check.ts";
 import { formatPath } from "./zod-issues.ts";
 
 export const TOOL_NAME_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,63}$/;
@@ -53,6 +54,8 @@ function jsonSchema(requireObjectType: boolean) {
         message: `external reference ${JSON.stringify(ref)} is not allowed; only references starting with # are`,
       });
     }
+    // Compiled now, so a schema that would throw on every call (or check nothing) fails -check.
+    for (const { path, message } of schemaProblems(schema)) ctx.addIssue({ code: "custom", path, message });
   });
 }
 
