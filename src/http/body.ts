@@ -2,6 +2,8 @@
  * Strict JSON request bodies: a size cap that holds for chunked bodies too, one JSON object with
  * nothing after it, and a strict zod schema (unknown fields are errors).
  */
+import type { Context } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import type { z } from "zod";
 import { invalid, tooLarge } from "../shared/errors.ts";
 import { issueSummary } from "../shared/zod-issues.ts";
@@ -9,32 +11,23 @@ import { issueSummary } from "../shared/zod-issues.ts";
 /** Spec "Limits": the body cap is `limits.input_bytes` plus this many bytes of envelope. */
 export const BODY_OVERHEAD_BYTES = 16 * 1024;
 
-export async function readBody(req: Request, cap: number): Promise<string> {
-  const declared = req.headers.get("Content-Length");
-  if (declared !== null && Number(declared) > cap) throw tooLarge(cap);
-  if (!req.body) return "";
-  // Count while reading: a chunked body has no length to check up front.
-  const reader = req.body.getReader();
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > cap) {
-      await reader.cancel().catch(() => {});
+/**
+ * The body as text. The cap is hono's `bodyLimit`: it trusts a declared `Content-Length` (the
+ * runtime holds the body to it) and counts a chunked body while reading it, so neither form gets
+ * more than `cap` bytes in. It runs here, inside the handler, so authentication and permission
+ * errors still come before `413`.
+ */
+export async function readBody(c: Context, cap: number): Promise<string> {
+  const limit = bodyLimit({
+    maxSize: cap,
+    onError: () => {
       throw tooLarge(cap);
-    }
-    parts.push(value);
-  }
-  const all = new Uint8Array(total);
-  let at = 0;
-  for (const p of parts) {
-    all.set(p, at);
-    at += p.byteLength;
-  }
+    },
+  });
+  await limit(c, async () => {});
+  const bytes = new Uint8Array(await c.req.arrayBuffer());
   try {
-    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(all);
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
   } catch {
     throw invalid("request body is not valid UTF-8");
   }

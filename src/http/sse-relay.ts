@@ -8,6 +8,7 @@
  * only. Replay is pulled batch by batch (`more` once a batch is written), so it never piles up.
  */
 import { MORE, type SubscribeDown } from "../shared/subscribe-protocol.ts";
+import { concatBytes } from "../shared/bytes.ts";
 import { ServiceError, type ErrorBody } from "../shared/errors.ts";
 import { encodeEvent, KEEPALIVE } from "./sse.ts";
 
@@ -34,16 +35,6 @@ export type SubscribeStub = {
 };
 
 type Pending = { at: number; cost: number; live: boolean };
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
-}
 
 export async function openSessionStream(
   stub: SubscribeStub,
@@ -125,7 +116,7 @@ export async function openSessionStream(
       asked = false;
       replaying += 1;
       if (msg.events.length > 0) {
-        void write(concat(msg.events.map((e) => encodeEvent(e).bytes)), 0, false).then(() => {
+        void write(concatBytes(msg.events.map((e) => encodeEvent(e).bytes)), 0, false).then(() => {
           replaying -= 1;
           askMore(!msg.live);
         });

@@ -3,6 +3,7 @@
  * by the object it is forwarded to.
  */
 import { Hono } from "hono";
+import { timingSafeEqual } from "node:crypto";
 import { invalid, unauthorized } from "../shared/errors.ts";
 import { ID_PATTERN, sha256Hex } from "../shared/ids.ts";
 import type { AppEnv } from "../http/context.ts";
@@ -11,10 +12,14 @@ import { sessionObjectName } from "../session/session-object.ts";
 
 export const internal = new Hono<AppEnv>();
 
+const encoder = new TextEncoder();
+/** Compares two hex SHA-256 digests in constant time. */
+const sameDigest = (a: string, b: string) => a.length === b.length && timingSafeEqual(encoder.encode(a), encoder.encode(b));
+
 internal.use("*", async (c, next) => {
   const m = /^Bearer[ \t]+(\S+)$/i.exec(c.req.header("Authorization") ?? "");
   const digest = c.get("runtime").runnerDigest;
-  if (!m || !digest || (await sha256Hex(m[1]!)) !== digest) throw unauthorized("runner secret is missing or wrong");
+  if (!m || !digest || !sameDigest(await sha256Hex(m[1]!), digest)) throw unauthorized("runner secret is missing or wrong");
   await next();
 });
 

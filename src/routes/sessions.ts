@@ -36,7 +36,7 @@ sessions.post("/", async (c) => {
   requireManage(p);
   if (p.session !== undefined) throw forbidden("a session-scoped token cannot create sessions");
   await refuseWhenDraining(c);
-  const body = parseBody(await readBody(c.req.raw, bodyCap(c)), CreateSessionSchema);
+  const body = parseBody(await readBody(c, bodyCap(c)), CreateSessionSchema);
   const prepared = await prepareSession(c.get("runtime"), p.tenant, body);
   const session = unwrap(await sessionStub(c, prepared.id).create(prepared));
   return c.json(session, 201);
@@ -59,7 +59,7 @@ sessions.get("/:id", async (c) => {
 sessions.post("/:id/close", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
-  parseBody(await readBody(c.req.raw, bodyCap(c)), EmptySchema, {});
+  parseBody(await readBody(c, bodyCap(c)), EmptySchema, {});
   return c.json(unwrap(await sessionStub(c, id).close()), 202);
 });
 
@@ -82,7 +82,7 @@ sessions.get("/:id/events", async (c) => {
 sessions.post("/:id/events", async (c) => {
   const id = target(c);
   requireWrite(c.get("principal"));
-  const input = parseBody(await readBody(c.req.raw, bodyCap(c)), InputSchema);
+  const input = parseBody(await readBody(c, bodyCap(c)), InputSchema);
   if (input.type === "user.message") await refuseWhenDraining(c);
   const traceparent = c.req.header("traceparent");
   return c.json(unwrap(await sessionStub(c, id).send(input, traceparent)), 202);
@@ -91,7 +91,7 @@ sessions.post("/:id/events", async (c) => {
 sessions.post("/:id/resume", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
-  parseBody(await readBody(c.req.raw, bodyCap(c)), EmptySchema, {});
+  parseBody(await readBody(c, bodyCap(c)), EmptySchema, {});
   return c.json(unwrap(await sessionStub(c, id).resume()));
 });
 
@@ -111,7 +111,7 @@ function persistenceUnsupported(c: AppContext): never {
 sessions.post("/:id/flush", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
-  parseBody(await readBody(c.req.raw, bodyCap(c)), EmptySchema, {});
+  parseBody(await readBody(c, bodyCap(c)), EmptySchema, {});
   unwrap(await sessionStub(c, id).get());
   persistenceUnsupported(c);
 });
@@ -125,7 +125,7 @@ sessions.get("/:id/sync", async (c) => {
 sessions.post("/:id/restore", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
-  parseBody(await readBody(c.req.raw, bodyCap(c)), RestoreSchema);
+  parseBody(await readBody(c, bodyCap(c)), RestoreSchema);
   unwrap(await sessionStub(c, id).get());
   persistenceUnsupported(c);
 });
