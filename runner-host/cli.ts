@@ -5,6 +5,7 @@
  * `-check` loads none of them and starts nothing.
  */
 import { loadConfigFile, loadEnvFileBeside } from "./config-file.ts";
+import { log } from "./log.ts";
 
 export const USAGE = `usage: svc [runner] -config <path> [-check]
 
@@ -70,7 +71,7 @@ export async function main(argv: string[]): Promise<number> {
   const { command, config: configArg, check, runner } = parsed.args;
 
   const envFile = loadEnvFileBeside(configArg);
-  if (envFile) process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "environment file loaded", path: envFile })}\n`);
+  if (envFile) log("info", "environment file loaded", { path: envFile });
   const loaded = await loadConfigFile(configArg);
   if (!loaded.ok) {
     for (const problem of loaded.problems) process.stderr.write(`${configArg}: ${problem}\n`);

@@ -186,7 +186,7 @@ export class RunnerHost {
 
   #refuse(order: AttachOrder, reason: "full" | "draining" | "unknown_harness"): void {
     this.#log("warn", "attach order refused", { session: order.session, lease: order.lease, reason });
-    this.#control.send({ type: "attach_refused", session: order.session, lease: order.lease, reason });
+    this.#control.send({ t: "attach_refused", session: order.session, lease: order.lease, reason });
     this.#control.statusChanged();
   }
 

@@ -20,6 +20,7 @@ import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { isAbsolute, join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { issueSummary } from "../../src/shared/zod-issues.ts";
+import { writeLogLine } from "../log.ts";
 import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "./jsonl.ts";
 import {
   HarnessOutputSchema,
@@ -89,9 +90,7 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
-const defaultLogger: HarnessLogger = (record) => {
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...record })}\n`);
-};
+const defaultLogger: HarnessLogger = writeLogLine;
 
 export class HarnessProcess {
   readonly pid: number;

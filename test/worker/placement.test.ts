@@ -15,10 +15,10 @@ async function connectRunner(capacity: { loaded: number; loaded_limit: number; i
   const welcome = new Promise<void>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error("no welcome from the pool")), 5_000);
     ws.addEventListener("message", (e) => {
-      if (JSON.parse(e.data as string).type === "welcome") (clearTimeout(t), resolve());
+      if (JSON.parse(e.data as string).t === "welcome") (clearTimeout(t), resolve());
     });
   });
-  ws.send(JSON.stringify({ type: "hello", protocol: RUNNER_PROTOCOL, runner_id: "c".repeat(32), boot: "d".repeat(32), harnesses: ["pi"], draining: false, capacity }));
+  ws.send(JSON.stringify({ t: "hello", protocol: RUNNER_PROTOCOL, runner_id: "c".repeat(32), boot: "d".repeat(32), harnesses: ["pi"], draining: false, capacity }));
   await welcome;
   return ws;
 }
