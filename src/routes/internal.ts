@@ -6,6 +6,7 @@ import { Hono } from "hono";
 import { timingSafeEqual } from "node:crypto";
 import { invalid, unauthorized } from "../shared/errors.ts";
 import { ID_PATTERN, sha256Hex } from "../shared/ids.ts";
+import { bearerToken } from "../http/auth.ts";
 import type { AppEnv } from "../http/context.ts";
 import { POOL_NAME } from "../runner/pool-name.ts";
 import { sessionObjectName } from "../session/session-object.ts";
@@ -17,9 +18,9 @@ const encoder = new TextEncoder();
 const sameDigest = (a: string, b: string) => a.length === b.length && timingSafeEqual(encoder.encode(a), encoder.encode(b));
 
 internal.use("*", async (c, next) => {
-  const m = /^Bearer[ \t]+(\S+)$/i.exec(c.req.header("Authorization") ?? "");
+  const token = bearerToken(c.req.header("Authorization"));
   const digest = c.get("runtime").runnerDigest;
-  if (!m || !digest || !sameDigest(await sha256Hex(m[1]!), digest)) throw unauthorized("runner secret is missing or wrong");
+  if (token === undefined || !digest || !sameDigest(await sha256Hex(token), digest)) throw unauthorized("runner secret is missing or wrong");
   await next();
 });
 
