@@ -123,8 +123,7 @@ export class Turns {
       case "tool_call": {
         if (m.turn !== turn) return { events: [] };
         this.#sql.exec("INSERT OR IGNORE INTO open_calls (call_id, input_id, dispatched) VALUES (?, ?, ?)", m.call.id, turn, m.dispatched ? 1 : 0);
-        // The call id is also the event id: docs/api.md "Tools": "The host tool call's call_id is the
-        // tool.call event's id".
+        // The call id is also the event id (docs/api.md "Tools": `call_id` is the `tool.call` event's id).
         const data = { id: m.call.id, name: m.call.name, arguments: m.call.arguments };
         return { events: [this.#s.append({ type: "tool.call", data, input_id: turn }, now, m.call.id)] };
       }

@@ -114,6 +114,34 @@ describe("Create a session", () => {
   });
 });
 
+describe("runner-host dial-in", () => {
+  const RUNNER_SECRET = "runner-secret-0123456789abcdef-0123";
+  const withRunners = () => envWith({ runners: { token_env: "RUNNER_SECRET" } }, { RUNNER_SECRET });
+
+  it("opens the control socket only with the runner secret: anything else is 401 forbidden", async () => {
+    const e2 = withRunners();
+    const upgrade = { headers: { Upgrade: "websocket" } };
+    for (const token of ["", "wrong-secret-0123456789abcdef-0123", tokens.manage, `${RUNNER_SECRET}x`]) {
+      const res = await call(e2, "/internal/runners/control", { ...upgrade, token });
+      expect((await expectApiError(res, 401, "forbidden")).message).toBe("runner secret is missing or wrong");
+      expect(res.headers.get("WWW-Authenticate")).toBe("Bearer");
+    }
+    const res = await call(e2, "/internal/runners/control", { ...upgrade, token: RUNNER_SECRET });
+    expect(res.status).toBe(101);
+    res.webSocket!.accept();
+    res.webSocket!.close(1000, "test done");
+  });
+
+  it("refuses a session link whose object name or lease is malformed", async () => {
+    const e2 = withRunners();
+    const id = newId();
+    for (const query of [`session=${id}&lease=1`, `session=${id}:&lease=1`, `session=${id.toUpperCase()}:${TENANT}&lease=1`, `session=${id}:${TENANT}&lease=0`]) {
+      const res = await call(e2, `/internal/runners/link?${query}`, { headers: { Upgrade: "websocket" }, token: RUNNER_SECRET });
+      expect((await expectApiError(res, 400, "invalid_request")).message).toBe("session and lease are required");
+    }
+  });
+});
+
 describe("Create a session: credential overrides", () => {
   const binding = { alias: "gh" };
   const secretValue = "ghp_credential-value-that-must-never-leak";

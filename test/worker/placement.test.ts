@@ -1,7 +1,7 @@
 /**
- * Placement (spec Limits `loaded`, docs/api.md "Sending input"): a message that needs the session placed gets
- * `429 overloaded` when every runner-host serving its harness is at `limits.loaded` with nothing
- * idle to drop; with no runner-host connected at all it is accepted and waits.
+ * Placement (spec Limits `loaded`, docs/api.md "Sending input"): a message that needs the session
+ * placed gets `429 overloaded` when every runner-host serving its harness is at `limits.loaded`
+ * with nothing idle to drop; with no runner-host connected at all it is accepted and waits.
  */
 import { describe, expect, it } from "vitest";
 import { RUNNER_PROTOCOL } from "../../src/shared/runner-protocol.ts";
