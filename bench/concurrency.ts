@@ -28,17 +28,15 @@
  * A turn that ends failed/interrupted under load is counted as an error; the loop resumes the
  * session and goes on, as a client would.
  *
- *   node bench/concurrency.ts [--sessions 50] [--window 20] [--warm 2]
+ *   npm run bench:concurrency [-- --sessions 50 --window 20 --warm 2 | -- --short]
  */
-import { parseArgs } from "node:util";
 import { anomalies, api, auth, trackCpu, direct, harnessCommand, machine, ms, now, request, runBench, sleep, stackMemory, startBenchStack, startProvider, stats } from "./lib.ts";
+import { benchArgs } from "./args.ts";
 
-const { values } = parseArgs({
-  options: { sessions: { type: "string", default: "50" }, window: { type: "string", default: "20" }, warm: { type: "string", default: "2" } },
-});
-const C = Number(values.sessions);
-const WINDOW_MS = Number(values.window) * 1000;
-const WARM_MS = Number(values.warm) * 1000;
+const sizes = benchArgs({ sessions: 50, window: 20, warm: 2 }, { sessions: 4, window: 2, warm: 1 });
+const C = sizes.sessions;
+const WINDOW_MS = sizes.window * 1000;
+const WARM_MS = sizes.warm * 1000;
 const TEXT = "[[deltas 50]]";
 const HARNESS = { command: harnessCommand, max_shared: 16, max_hosts: 4 };
 const LIMITS = { active: 64 };

@@ -21,16 +21,14 @@
  * and after each cold sample the session is closed and its process awaited gone, so processes do
  * not pile up and the next sample starts on a quiet machine.
  *
- *   node bench/latency.ts [--warm 60] [--cold 20]
+ *   npm run bench:latency [-- --warm 60 --cold 20 | -- --short]
  */
-import { parseArgs } from "node:util";
 import { Agent } from "@mariozechner/pi-agent-core";
 import { resolveModel } from "../runner-host/reference-harness/model.ts";
 import { anomalies, api, direct, harnessCommand, machine, ms, now, runBench, sleep, stackMemory, startBenchStack, startProvider, stats } from "./lib.ts";
+import { benchArgs } from "./args.ts";
 
-const { values } = parseArgs({ options: { warm: { type: "string", default: "60" }, cold: { type: "string", default: "20" } } });
-const WARM = Number(values.warm);
-const COLD = Number(values.cold);
+const { warm: WARM, cold: COLD } = benchArgs({ warm: 60, cold: 20 }, { warm: 3, cold: 1 });
 const TEXT = "[[deltas 20]]";
 
 type Watch = { cur?: { first: number; firstInput: string; idle: Map<string, string>; wake(): void }; close(): void; ready: Promise<number> };

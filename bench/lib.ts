@@ -3,8 +3,8 @@
  * scripted provider read directly), the scripted provider as its own process, the local stack,
  * /proc readings, stats, and a watchdog that stops everything started.
  *
- * The client is a port of ../shared/bench-peers/lib.mjs (keep-alive node:http, SSE split by index,
- * one JSON.parse per event), so figures line up with the peers' anchors. fetch + a TransformStream
+ * The client is deliberately lean (keep-alive node:http, SSE split by index, one JSON.parse per
+ * event), the same for every column, so a ratio measures the server. fetch + a TransformStream
  * parser costs several times more client CPU per event; on 2 cores that CPU is taken from the
  * server under test and would blur both columns toward the client's own limit.
  */
@@ -124,7 +124,7 @@ function parseBlock(buf: string, start: number, end: number): { event: string; d
   return data === undefined ? undefined : { event, data };
 }
 
-/** p50 is the true median; other quantiles nearest-rank (same as bench-peers). */
+/** p50 is the true median; other quantiles nearest-rank. */
 export function stats(xs: number[]) {
   const v = xs.filter(Number.isFinite).sort((a, b) => a - b);
   const q = (p: number) => v[Math.min(v.length - 1, Math.max(0, Math.ceil(p * v.length) - 1))]!;

@@ -3,16 +3,16 @@
  * log read as JSON pages and through the typed client's resumable stream (client/), on the real
  * local stack, in one run.
  *
- *   node bench/replay.ts [--events 10000] [--text 200]
+ *   npm run bench:replay [-- --events 10000 --text 200 | -- --short]
  */
-import { parseArgs } from "node:util";
 import { EventSourceParserStream } from "eventsource-parser/stream";
 import { SvcClient } from "../client/index.ts";
 import { secret, startStack } from "../test/helpers/stack.ts";
+import { benchArgs } from "./args.ts";
 
-const { values } = parseArgs({ options: { events: { type: "string", default: "10000" }, text: { type: "string", default: "200" } } });
-const N = Number(values.events);
-const TEXT = "x".repeat(Number(values.text));
+const sizes = benchArgs({ events: 10_000, text: 200 }, { events: 300, text: 200 });
+const N = sizes.events;
+const TEXT = "x".repeat(sizes.text);
 
 const env = { TOKEN: secret("bench"), KEY: "sk-bench" };
 const stack = await startStack({

@@ -8,16 +8,16 @@
  * Each round opens STREAMS streams on as many sessions (created beforehand, not timed), CONCURRENCY
  * at a time, and keeps them open; the time to the last response head is measured.
  *
- *   node bench/stream-opens.ts [--streams 120] [--concurrency 8] [--rounds 3]
+ *   npm run bench:stream-opens [-- --streams 120 --concurrency 8 --rounds 3 | -- --short]
  */
 import http from "node:http";
-import { parseArgs } from "node:util";
 import { api, machine, ms, runBench, startBenchStack, startProvider, auth, harnessCommand } from "./lib.ts";
+import { benchArgs } from "./args.ts";
 
-const { values } = parseArgs({ options: { streams: { type: "string", default: "120" }, concurrency: { type: "string", default: "8" }, rounds: { type: "string", default: "3" } } });
-const STREAMS = Number(values.streams);
-const CONCURRENCY = Number(values.concurrency);
-const ROUNDS = Number(values.rounds);
+const sizes = benchArgs({ streams: 120, concurrency: 8, rounds: 3 }, { streams: 8, concurrency: 4, rounds: 1 });
+const STREAMS = sizes.streams;
+const CONCURRENCY = sizes.concurrency;
+const ROUNDS = sizes.rounds;
 
 /** Opens one SSE stream and resolves with its status once the response head arrives; the socket stays open. */
 function openStream(url: string, open: http.ClientRequest[]): Promise<number> {

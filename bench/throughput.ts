@@ -8,8 +8,7 @@
  *            and the stream closed
  *   library  pi-agent-core's Agent + pi-ai (what the reference harness runs) in this process,
  *            same provider and directive, prompt() → resolved: the harness's own libraries with no
- *            service around them, to tell library cost from service cost (as bench-peers does
- *            for LangGraph)
+ *            service around them, to tell library cost from service cost
  *
  * deltas/s = 20,000 provider deltas ÷ (request → end). The runner-host coalesces deltas (up to
  * 16 ms or 8 KiB per frame, runner-host/delta-buffer.ts), so the frame count is printed beside it;
@@ -24,16 +23,14 @@
  * One unmeasured run per path first (JIT, connections, the harness process), then --reps rounds,
  * the order rotating each round.
  *
- *   node bench/throughput.ts [--n 20000] [--reps 5]
+ *   npm run bench:throughput [-- --n 20000 --reps 5 | -- --short]
  */
-import { parseArgs } from "node:util";
 import { Agent } from "@mariozechner/pi-agent-core";
 import { resolveModel } from "../runner-host/reference-harness/model.ts";
 import { anomalies, api, trackCpu, direct, harnessCommand, machine, ms, now, runBench, startBenchStack, startProvider, stats } from "./lib.ts";
+import { benchArgs } from "./args.ts";
 
-const { values } = parseArgs({ options: { n: { type: "string", default: "20000" }, reps: { type: "string", default: "5" } } });
-const N = Number(values.n);
-const REPS = Number(values.reps);
+const { n: N, reps: REPS } = benchArgs({ n: 20_000, reps: 5 }, { n: 2_000, reps: 1 });
 const TEXT = `[[deltas ${N} size=4]]`;
 const EXPECTED = Array.from({ length: N }, (_, i) => String.fromCharCode(97 + (i % 26)).repeat(4)).join("");
 

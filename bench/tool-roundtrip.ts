@@ -6,19 +6,18 @@
  * - back: the tool's response is written / the executor sends its reply → the next provider request.
  * Beside them, a direct `fetch` of the same host tool from Node.
  *
- *   node bench/tool-roundtrip.ts [--samples 50]
+ *   npm run bench:tool-roundtrip [-- --samples 50 | -- --short]
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { parseArgs } from "node:util";
 import { SvcClient } from "../client/index.ts";
 import { startScriptedProvider } from "../examples/scripted-provider.ts";
 import { registerExecutor, rpcExecutor, sseExecutor, type CallCommand, type Executor } from "../test/helpers/executors.ts";
 import { openSse } from "../test/helpers/sse.ts";
 import { ROOT, secret, startStack } from "../test/helpers/stack.ts";
+import { benchArgs } from "./args.ts";
 
-const { values } = parseArgs({ options: { samples: { type: "string", default: "50" } } });
-const N = Number(values.samples);
+const { samples: N } = benchArgs({ samples: 50 }, { samples: 3 });
 /** Warm-up turns per mode (harness start, first connections), not measured. */
 const WARM = 5;
 

@@ -5,8 +5,8 @@
  * or a failed start, 2 bad usage. The modules that start things are imported only when used, so
  * `-check` loads none of them and starts nothing.
  */
-import type { RunnerConfig } from "../src/shared/runner-config-schema.ts";
 import { loadConfigFile, loadEnvFileBeside } from "./config-file.ts";
+import { log } from "./log.ts";
 import { loadRunnerConfigFile } from "./runner-config-file.ts";
 
 export const USAGE = `usage: svc [runner] -config <path> [-check]
@@ -30,16 +30,6 @@ flags:
 
   svc deploy -help, svc secrets -help: their own flags.
 `;
-
-/**
- * The runner-host entry is written separately and may not exist yet in a given build; importing it
- * through a variable keeps this file type-checking either way, and the type states what it must offer.
- */
-const RUNNER_MAIN = "./runner-main.ts";
-type RunnerMain = {
-  runRunnerHost(o: { config: RunnerConfig; configPath: string }): Promise<number | void>;
-  printRunnerStatus(config: RunnerConfig): number;
-};
 
 type Args = { command: "local" | "runner"; config: string; check: boolean; runner: boolean; status: boolean };
 type ParsedArgs = { ok: true; args: Args } | { ok: false; help: boolean; problem?: string };
@@ -104,7 +94,7 @@ export async function main(argv: string[]): Promise<number> {
   const { command, config: configArg, check, runner, status } = parsed.args;
 
   const envFile = loadEnvFileBeside(configArg);
-  if (envFile) process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "environment file loaded", path: envFile })}\n`);
+  if (envFile) log("info", "environment file loaded", { path: envFile });
   if (command === "runner") return runRunner(configArg, check, status);
   const loaded = await loadConfigFile(configArg);
   if (!loaded.ok) {
@@ -131,7 +121,7 @@ async function runRunner(configArg: string, check: boolean, status: boolean): Pr
     process.stdout.write(`config ok: ${loaded.path}\n`);
     return 0;
   }
-  const runnerMain = async () => (await import(RUNNER_MAIN)) as RunnerMain;
+  const runnerMain = () => import("./runner-main.ts");
   if (status) return (await runnerMain()).printRunnerStatus(loaded.config);
   return start(async () => (await runnerMain()).runRunnerHost({ config: loaded.config, configPath: loaded.path }));
 }

@@ -16,7 +16,7 @@ import {
 import type { Logger } from "./log.ts";
 import { Backoff, dial, isPong, keepAlive, parseJson } from "./socket.ts";
 
-export type AttachOrder = Extract<ControlDown, { type: "attach" }>;
+export type AttachOrder = Extract<ControlDown, { t: "attach" }>;
 
 export type ControlOptions = {
   baseUrl: string;
@@ -73,7 +73,7 @@ export class ControlClient {
       this.#statusQueued = false;
       if (!this.connected) return; // the next hello carries the figures
       const { draining, capacity } = this.#o.state();
-      const text = JSON.stringify({ type: "status", draining, capacity } satisfies ControlUp);
+      const text = JSON.stringify({ t: "status", draining, capacity } satisfies ControlUp);
       if (text === this.#lastStatus) return;
       this.#lastStatus = text;
       this.#ws!.send(text);
@@ -101,7 +101,7 @@ export class ControlClient {
       answered = true;
       const { draining, capacity } = this.#o.state();
       const hello: ControlUp = {
-        type: "hello",
+        t: "hello",
         protocol: RUNNER_PROTOCOL,
         runner_id: this.#o.runnerId,
         boot: this.#o.boot,
@@ -109,7 +109,7 @@ export class ControlClient {
         draining,
         capacity,
       };
-      this.#lastStatus = JSON.stringify({ type: "status", draining, capacity });
+      this.#lastStatus = JSON.stringify({ t: "status", draining, capacity });
       ws.send(JSON.stringify(hello));
     });
     ws.on("message", (data) => {
@@ -117,7 +117,7 @@ export class ControlClient {
       if (isPong(text)) return;
       const m = ControlDownSchema.safeParse(parseJson(text));
       if (!m.success) return this.#o.log("warn", "invalid control message from pool");
-      if (m.data.type === "welcome") {
+      if (m.data.t === "welcome") {
         this.#welcomed = true;
         this.#backoff.reset();
         this.#o.log("info", "runner-host connected", { runner_id: this.#o.runnerId, pool: m.data.pool });

@@ -8,16 +8,14 @@
  * - Down messages are applied once, in order: a seq already applied is only re-acked; a gap
  *   (never expected on one ordered socket) drops the socket so the object resends from `hello`.
  * - `delta` and `progress` are live-only: sent when the socket is open, otherwise lost.
- * - The link redials with backoff while the lease is live. Close code 4409 (or an upgrade refused
- *   with 404/409/410) means the lease is gone; so does being unreachable for `giveUpMs`.
+ * - The link redials with backoff while the lease is live. `LEASE_GONE_CLOSE_CODE` (or an upgrade
+ *   refused with 404/409/410) means the lease is gone; so does being unreachable for `giveUpMs`.
  */
 import WebSocket from "ws";
-import { LINK_PATH, LinkDownSchema, type LinkDown, type LinkUp } from "../src/shared/runner-protocol.ts";
+import { LEASE_GONE_CLOSE_CODE, LINK_PATH, LinkDownSchema, type LinkDown, type LinkUp } from "../src/shared/runner-protocol.ts";
 import type { Logger } from "./log.ts";
 import { Backoff, dial, isPong, keepAlive, parseJson } from "./socket.ts";
 
-/** Close code the object uses for "this lease is not (or no longer) valid". */
-export const LEASE_GONE_CODE = 4409;
 /** Upgrade statuses that mean the same before a socket exists. */
 const LEASE_GONE_STATUSES = new Set([404, 409, 410]);
 /**
@@ -158,7 +156,7 @@ export class SessionLink {
     ws.on("close", (code) => {
       stopKeepAlive();
       if (this.#ws !== ws || this.#ended) return;
-      if (code === LEASE_GONE_CODE) return this.#lost("the object ended the lease");
+      if (code === LEASE_GONE_CLOSE_CODE) return this.#lost("the object ended the lease");
       if (this.#giveUp === undefined) this.#armGiveUp(); // counts from the first drop, not each retry
       this.#retry = setTimeout(() => this.#connect(), this.#backoff.next());
     });

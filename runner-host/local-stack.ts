@@ -70,6 +70,8 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
       host: listen.host,
       port,
       handleStructuredLogs: ({ level, message }: { level: string; message: string }) => relayLine("worker", level, message),
+      // A developer's debugger for the Worker and its objects (CONTRIBUTING.md): off unless asked.
+      ...(env.SVC_INSPECT_WORKER ? { inspectorPort: Number(env.SVC_INSPECT_WORKER) } : {}),
     }),
     resourcePersistencePath: path.join(dataDir, "worker"),
   });

@@ -11,6 +11,7 @@ import { OpenCommandSchema, type CommandInput, type ResolvedModel } from "./harn
 import { planOpen } from "./harness/state-parts.ts";
 import { foreign } from "./error-text.ts";
 import type { ProviderGrant } from "../src/shared/runner-protocol.ts";
+import { issueSummary } from "../src/shared/zod-issues.ts";
 import type { Logger } from "./log.ts";
 
 /** Time an idle process gets to exit on EOF before it is killed, ms: it has nothing to finish. */
@@ -82,7 +83,7 @@ export class PooledProcess {
     if (!checked.success) {
       const issue = checked.error.issues[0]!;
       if (issue.path[0] === "reasoning_effort") throw new OpenError(`reasoning effort ${JSON.stringify(cmd.reasoning_effort)} is unsupported`);
-      throw new OpenError(`the session cannot be opened: ${issue.path.join(".")}: ${issue.message}`);
+      throw new OpenError(`the session cannot be opened: ${issueSummary(checked.error.issues, 1)}`);
     }
     await this.ready;
     const plan = planOpen({ op: "open", session: key, ...cmd }, this.hp!.maxLineBytes);

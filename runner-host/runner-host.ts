@@ -1,6 +1,6 @@
 /**
  * The runner-host: one control socket to RunnerPool, one link per attached session, and the
- * harness pool they share (ARCHITECTURE.md §1, §3).
+ * harness pool they share (docs/architecture.md).
  *
  * Owns: the attached sessions by object name, the newest provider grant per prefix, and the
  * `limits.loaded` bookkeeping: an attach order past the limit drops the least recently used idle
@@ -18,7 +18,8 @@ import { log as defaultLog, type Logger } from "./log.ts";
 import { SessionRunner } from "./session-runner.ts";
 import { initTelemetry, type Telemetry } from "./telemetry.ts";
 import type { TurnEnd } from "./turn.ts";
-import type { HostTool, ToolEnv } from "./tools/types.ts";
+import type { HostTool } from "../src/shared/config-schema.ts";
+import type { ToolEnv } from "./tools/types.ts";
 
 /**
  * Idle time after which a session is detached from its harness process, ms. Five minutes covers
@@ -195,7 +196,7 @@ export class RunnerHost {
 
   #refuse(order: AttachOrder, reason: "full" | "draining" | "unknown_harness"): void {
     this.#log("warn", "attach order refused", { session: order.session, lease: order.lease, reason });
-    this.#control.send({ type: "attach_refused", session: order.session, lease: order.lease, reason });
+    this.#control.send({ t: "attach_refused", session: order.session, lease: order.lease, reason });
     this.#control.statusChanged();
   }
 

@@ -4,13 +4,13 @@
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { newId } from "../src/shared/ids.ts";
+import { ID_PATTERN, newId } from "../src/shared/ids.ts";
 
 export function persistedRunnerId(dataDir: string): string {
   const file = path.join(dataDir, "runner-id");
   if (existsSync(file)) {
     const id = readFileSync(file, "utf8").trim();
-    if (/^[a-f0-9]{32}$/.test(id)) return id;
+    if (ID_PATTERN.test(id)) return id;
   }
   const id = newId();
   writeFileSync(file, `${id}\n`);

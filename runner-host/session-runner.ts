@@ -17,7 +17,8 @@ import { SessionCredentials } from "./tools/credentials.ts";
 import { RuntimeReplies } from "./tools/runtime-tool.ts";
 import { Turn, type TurnEnd } from "./turn.ts";
 import { tenantMessage } from "./error-text.ts";
-import type { HostTool, ToolEnv } from "./tools/types.ts";
+import type { HostTool } from "../src/shared/config-schema.ts";
+import type { ToolEnv } from "./tools/types.ts";
 
 /** How long `detached` may wait for its ack before the link closes anyway, ms. */
 const DETACH_ACK_MS = 5_000;

@@ -1,5 +1,5 @@
 /**
- * The tool calls of one turn (DECISIONS.md "Events", "Tools and bindings").
+ * The tool calls of one turn (docs/api.md "Events", "Tools").
  *
  * Each harness `tool.call` gets a service call id (32 hex, the `tool.call` event id) mapped to the
  * harness's own id. A host tool enabled for the session is validated, announced (`tool_call`,
@@ -18,7 +18,8 @@ import { telemetry, traceparentOf, type TraceContext } from "./telemetry.ts";
 import { executeHostTool } from "./tools/dispatch.ts";
 import { validateInput } from "./tools/json-schema.ts";
 import { errorResult } from "./tools/outcome.ts";
-import type { HostTool, ToolCallContext, ToolScope } from "./tools/types.ts";
+import type { HostTool } from "../src/shared/config-schema.ts";
+import type { ToolCallContext, ToolScope } from "./tools/types.ts";
 import { awaitRuntimeResult, type RuntimeDescriptor, type RuntimeReplies } from "./tools/runtime-tool.ts";
 import type { CredentialValue } from "../src/shared/runner-protocol.ts";
 import { newId } from "../src/shared/ids.ts";
@@ -172,7 +173,7 @@ export class TurnTools {
 
   /**
    * The call's scope. A tool with `inspect_session` also gets a read-only token for this session,
-   * valid for the call's timeout plus a grace period (DECISIONS.md "Inspection tokens"); the
+   * valid for the call's timeout plus a grace period (docs/api.md "Tools"); the
    * service stops honouring it once the call's result is recorded.
    */
   async #scope(tool: HostTool, callId: string): Promise<ToolScope> {

@@ -1,7 +1,8 @@
 /**
  * Bundles the Worker (src/index.ts) for Miniflare at start-up, so the local stack needs no build
- * step: esbuild takes ~100 ms and the output stays in memory. Settings mirror wrangler.toml, which
- * `wrangler deploy` uses for the same code (test/unit/wrangler-config.test.ts keeps them in step).
+ * step: esbuild takes ~100 ms and the output stays in memory. The compatibility date, flags and
+ * Durable Object bindings below must equal wrangler.toml, which `wrangler deploy` and the workers
+ * test pool read for the same code; test/unit/wrangler-config.test.ts fails when they drift apart.
  */
 import { build } from "esbuild";
 import { fileURLToPath } from "node:url";

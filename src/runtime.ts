@@ -6,7 +6,7 @@
  * Token grants are keyed by the SHA-256 digest of the secret, so a lookup never compares secrets
  * byte by byte and the secrets themselves are not kept past startup.
  */
-import { parseHostConfigText, type HostConfig, type ToolBinding } from "./shared/config-schema.ts";
+import { parseHostConfigText, type HostConfig, type HostTool } from "./shared/config-schema.ts";
 import { sha256Hex } from "./shared/ids.ts";
 import { bundledConfig } from "./bundled-config.ts";
 import { workerView } from "./shared/config-vars.ts";
@@ -32,7 +32,7 @@ export type Runtime = {
   runnerDigest: string | undefined;
   /** The runner-host secret itself: inspection tokens are signed with a key derived from it. */
   runnerSecret: string | undefined;
-  toolsByName: Map<string, ToolBinding>;
+  toolsByName: Map<string, HostTool>;
   vars: Record<string, string | undefined>;
   /**
    * What the environment lacks, one line per variable, naming the field and the variable (never a

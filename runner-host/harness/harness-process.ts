@@ -21,6 +21,8 @@ import { chown, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
+import { issueSummary } from "../../src/shared/zod-issues.ts";
+import { writeLogLine } from "../log.ts";
 import { harnessIdentity, lookPath, wrappedCommand, type Identity } from "./clean-spawn.ts";
 import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "./jsonl.ts";
 import {
@@ -97,9 +99,7 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
-const defaultLogger: HarnessLogger = (record) => {
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...record })}\n`);
-};
+const defaultLogger: HarnessLogger = writeLogLine;
 
 export class HarnessProcess {
   readonly pid: number;
@@ -342,8 +342,7 @@ export class HarnessProcess {
     if (this.#violated) return;
     const parsed = HarnessOutputSchema.safeParse(value);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      return this.#violation(`invalid message (${issue?.path.join(".") || "type"}: ${issue?.message})`);
+      return this.#violation(`invalid message (${issueSummary(parsed.error.issues, 1)})`);
     }
     const msg = parsed.data;
     if (msg.type === "ready") {

@@ -1,5 +1,5 @@
 /**
- * Strict JSON-lines framing for `svc-harness/1` (pi-harness.md §7 "Transport").
+ * Strict JSON-lines framing for `svc-harness/1` (docs/harness-protocol.md "Transport").
  *
  * - Lines end at `\n` only. `readline` is not used: it also splits on U+2028/U+2029, which are
  *   legal inside JSON strings. One trailing `\r` is stripped.
@@ -14,7 +14,7 @@ import type { Readable } from "node:stream";
 
 /**
  * Longest line either end may send, in UTF-8 bytes: a 4 MiB native record plus a 2 MiB tool
- * output plus envelope overhead (pi-harness.md §7).
+ * output plus envelope overhead (docs/harness-protocol.md).
  */
 export const DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024;
 

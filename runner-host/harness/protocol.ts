@@ -1,7 +1,7 @@
 /**
  * `svc-harness/1`: the stdio protocol between the runner-host and a harness process.
  * One module, used by both ends (runner-host `harness-process.ts` and the reference harness).
- * Design and rationale: shared/research/pi-harness.md §7.
+ * The protocol in prose, for harness authors: docs/harness-protocol.md.
  *
  * Wire shape, one JSON object per LF-terminated line (see `jsonl.ts`):
  * - runner-host → harness: commands `{id, op, ...}`; each gets exactly one response
@@ -13,6 +13,7 @@
  * violation, which ends the process (spec "States and transitions": stdio framing violation).
  */
 import { z } from "zod";
+import { REASONING_EFFORTS } from "../../src/shared/api-schema.ts";
 import { StopReasonSchema, ToolResultSchema, UsageSchema } from "../../src/shared/result-schema.ts";
 
 /** Protocol version carried by `ready` and `init`. */
@@ -54,8 +55,8 @@ export const ProviderConfigSchema = z.strictObject({
 });
 export type ProviderConfig = z.infer<typeof ProviderConfigSchema>;
 
-/** Reasoning effort as the spec names it; omitted or empty means `off` (DECISIONS.md). */
-export const EffortSchema = z.enum(["", "off", "minimal", "low", "medium", "high", "xhigh", "max"]);
+/** Reasoning effort as the spec names it; omitted or empty means `off` (docs/api.md "Sessions"). */
+export const EffortSchema = z.enum(["", ...REASONING_EFFORTS]);
 export type Effort = z.infer<typeof EffortSchema>;
 
 export { StopReasonSchema, UsageSchema, type StopReason, type Usage } from "../../src/shared/result-schema.ts";
@@ -215,7 +216,7 @@ export const ReadyEventSchema = z.strictObject({
   type: z.literal("ready"),
   protocol: z.literal(PROTOCOL_VERSION),
   engine: z.string(),
-  /** Longest line, in UTF-8 bytes, either end may send (pi-harness.md §7: fits a 4 MiB record). */
+  /** Longest line, in UTF-8 bytes, either end may send (fits a 4 MiB record; docs/harness-protocol.md). */
   max_line_bytes: z.number().int().positive(),
 });
 export type ReadyEvent = z.infer<typeof ReadyEventSchema>;

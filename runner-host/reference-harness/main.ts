@@ -22,6 +22,7 @@ import {
   type ProviderConfig,
   type ResultOf,
 } from "../harness/protocol.ts";
+import { issueSummary } from "../../src/shared/zod-issues.ts";
 import { CommandError, OVERRIDABLE_APIS } from "./model.ts";
 import { Session, type RuntimeOptions } from "./session.ts";
 
@@ -189,8 +190,7 @@ attachJsonlReader(
       if (exiting) return;
       const parsed = CommandSchema.safeParse(value);
       if (!parsed.success) {
-        const issue = parsed.error.issues[0];
-        return fatal(`framing violation: invalid command (${issue?.path.join(".") || "op"}: ${issue?.message})`, 2);
+        return fatal(`framing violation: invalid command (${issueSummary(parsed.error.issues, 1)})`, 2);
       }
       handle(parsed.data);
     },

@@ -5,11 +5,12 @@
  *   `model_unavailable`, never a substitute (spec "Model availability").
  * - `base_url`/`api` overrides go on a COPY: `getModels()` hands out the shared registry objects.
  * - pi-ai clamps unsupported thinking levels silently, so the effort is checked here first and
- *   rejected with `effort_unsupported` (pi-harness.md §6, DECISIONS.md "Models and reasoning effort").
+ *   rejected with `effort_unsupported` (docs/harness-protocol.md "The reference harness").
  */
 import { getModels, getProviders, getSupportedThinkingLevels, type Api, type Model } from "@mariozechner/pi-ai";
 import type { ThinkingLevel } from "@mariozechner/pi-agent-core";
 import type { HarnessErrorCode, ProviderConfig } from "../harness/protocol.ts";
+import { REASONING_EFFORTS, type ReasoningEffort } from "../../src/shared/api-schema.ts";
 
 /** A command failure that becomes `{ok:false, error:{code, message}}`. */
 export class CommandError extends Error {
@@ -32,9 +33,7 @@ export const OVERRIDABLE_APIS: readonly string[] = [
   "mistral-conversations",
 ];
 
-/** Spec efforts, lowest first. pi 0.73.1 has no `max`; see `resolveEffort`. */
-export const EFFORTS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"] as const;
-export type SpecEffort = (typeof EFFORTS)[number];
+/** pi levels, lowest first. pi 0.73.1 has no `max`; see `resolveEffort`. */
 const PI_LEVELS: readonly string[] = ["off", "minimal", "low", "medium", "high", "xhigh"];
 
 export function splitModelRef(ref: string): { prefix: string; id: string } {
@@ -84,8 +83,8 @@ export function resolveEffort(model: Model<Api>, effort: string | undefined, ref
 }
 
 /** Spec efforts the model accepts under the rules of `resolveEffort`. */
-export function supportedEfforts(model: Model<Api>): SpecEffort[] {
-  return EFFORTS.filter((e) => toPiLevel(model, e) !== undefined);
+export function supportedEfforts(model: Model<Api>): ReasoningEffort[] {
+  return REASONING_EFFORTS.filter((e) => toPiLevel(model, e) !== undefined);
 }
 
 function toPiLevel(model: Model<Api>, effort: string): ThinkingLevel | undefined {

@@ -84,7 +84,7 @@ export class Session {
         this.#stillborn = options?.signal?.aborted === true;
         return streamSimple(model, withRealSchemas(context, this.#schemas), {
           ...options,
-          maxRetries: host.options.maxRetries, // no hidden SDK retries (DECISIONS.md "Events")
+          maxRetries: host.options.maxRetries, // no hidden SDK retries (docs/api.md "Events")
           ...(host.options.timeoutMs ? { timeoutMs: host.options.timeoutMs } : {}),
         });
       },
@@ -236,7 +236,7 @@ function assistantMessage(m: AssistantMessage): EventBody {
   return {
     type: "assistant.message",
     text: m.content.flatMap((c) => (c.type === "text" ? [c.text] : [])).join(""),
-    // pi's `input` already excludes cache reads, as DECISIONS.md wants for `input_tokens`.
+    // pi's `input` already excludes cache reads, as docs/api.md defines `input_tokens`.
     usage: {
       input_tokens: count(m.usage.input),
       output_tokens: count(m.usage.output),

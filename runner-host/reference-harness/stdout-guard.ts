@@ -1,5 +1,5 @@
 /**
- * Stdout guard: stdout carries `svc-harness/1` lines only (pi-harness.md §7). Anything else a
+ * Stdout guard: stdout carries `svc-harness/1` lines only (docs/harness-protocol.md). Anything else a
  * library writes to stdout (console.log, a stray process.stdout.write) is diverted to stderr,
  * which the runner-host re-logs. Imported first by main.ts so it is in place before any library
  * module runs.

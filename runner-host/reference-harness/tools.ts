@@ -1,6 +1,6 @@
 /**
- * Tools are delegated: the harness never runs or validates one (pi-harness.md §3 "Delegating tool
- * execution to the service").
+ * Tools are delegated: the harness never runs or validates one (docs/harness-protocol.md
+ * "The reference harness").
  * - Each AgentTool has an accept-all `parameters: {}`, so pi neither rejects nor coerces
  *   arguments; the service is the only validator (spec "Tool errors": schema failures are its
  *   `tool.result is_error`).

@@ -6,7 +6,9 @@
 import { callHttpTool } from "./http-tool.ts";
 import { callMcpTool } from "./mcp-tool.ts";
 import { errorResult, isOwnResult, jsonBytes, label } from "./outcome.ts";
-import type { HostTool, ToolCallContext, ToolCallRequest, ToolEnv, ToolResult } from "./types.ts";
+import type { HostTool } from "../../src/shared/config-schema.ts";
+import type { ToolResult } from "../../src/shared/result-schema.ts";
+import type { ToolCallContext, ToolCallRequest, ToolEnv } from "./types.ts";
 
 export async function executeHostTool(tool: HostTool, req: ToolCallRequest, ctx: ToolCallContext, env: ToolEnv): Promise<ToolResult> {
   // shapeDispatch seam: runtime (executor) tools slot in here as a third transport, with the same

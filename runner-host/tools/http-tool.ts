@@ -1,14 +1,16 @@
 /**
- * One host tool call over the native HTTP/SSE wire (DECISIONS "Tools and bindings"): `POST url`
+ * One host tool call over the native HTTP/SSE wire (docs/api.md "Tools"): `POST url`
  * with `{"call_id","tool","arguments","scope"?}`; the answer is either `application/json` holding a
  * Result, or `text/event-stream` with `progress` frames and one final `result` frame. Every outcome
  * becomes a Result; this function does not throw. Calls are never retried (spec "Outbound tool
  * calls").
  */
+import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { validateInput } from "./json-schema.ts";
 import { CallBudget, checkOutput, errorResult, label, neverSent, parseResult, stoppedResult } from "./outcome.ts";
-import { SseParser, type SseEvent } from "./sse.ts";
-import type { HostTool, ToolCallContext, ToolCallRequest, ToolEnv, ToolResult } from "./types.ts";
+import type { HostTool } from "../../src/shared/config-schema.ts";
+import type { ToolResult } from "../../src/shared/result-schema.ts";
+import type { ToolCallContext, ToolCallRequest, ToolEnv } from "./types.ts";
 
 /** W3C Trace Context `traceparent` (version-traceid-parentid-flags); anything else is not forwarded. */
 const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
@@ -155,23 +157,31 @@ async function readJson(tool: HostTool, res: Response, budget: CallBudget): Prom
   return resultFrom(parseJson(text, ""));
 }
 
+/**
+ * Reads an event stream (WHATWG server-sent events, parsed by eventsource-parser): `progress`
+ * frames are relayed, the first `result` frame ends the read. Other event names are not part of
+ * the wire format and are skipped; an event left unfinished at the end of the stream is dropped.
+ */
 async function readEvents(tool: HostTool, res: Response, ctx: ToolCallContext, budget: CallBudget): Promise<ToolResult> {
   const decode = utf8("sent an event stream that is not UTF-8");
-  const parser = new SseParser();
+  // Collected during feed() and handled after it returns, so a broken frame throws to our caller
+  // rather than into the parser's callback.
+  const frames: EventSourceMessage[] = [];
+  const parser = createParser({ onEvent: (frame) => frames.push(frame) });
   let result: ToolResult | undefined;
-  const handle = (events: SseEvent[]): boolean => {
-    for (const { event, data } of events) {
+  const handle = (text: string): boolean => {
+    parser.feed(text);
+    for (const { event, data } of frames.splice(0)) {
       if (event === "progress") ctx.onProgress(parseJson(data, " in a progress frame"));
       else if (event === "result") {
         result = resultFrom(parseJson(data, " in its result frame"));
         return true;
       }
-      // Other event names are not part of the wire format; they are skipped, not fatal.
     }
     return false;
   };
-  await readCapped(tool, res, budget, (chunk) => handle(parser.push(decode(chunk))));
-  if (result === undefined) handle(parser.push(decode()).concat(parser.end()));
+  await readCapped(tool, res, budget, (chunk) => handle(decode(chunk)));
+  if (result === undefined) handle(decode());
   if (result === undefined) throw new BrokenAnswer("ended its event stream without a result");
   return result;
 }

@@ -15,7 +15,9 @@ import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validatio
 import { callHeaders } from "./http-tool.ts";
 import { validateInput } from "./json-schema.ts";
 import { CallBudget, checkOutput, errorResult, label, neverSent, stoppedResult } from "./outcome.ts";
-import type { HostTool, ToolCallContext, ToolCallRequest, ToolContent, ToolEnv, ToolResult } from "./types.ts";
+import type { HostTool } from "../../src/shared/config-schema.ts";
+import type { ContentItem, ToolResult } from "../../src/shared/result-schema.ts";
+import type { ToolCallContext, ToolCallRequest, ToolEnv } from "./types.ts";
 
 const CLIENT_INFO = { name: "svc-runner-host", version: "1" };
 
@@ -160,7 +162,7 @@ function progressData(p: Progress): Record<string, unknown> {
 }
 
 /** Spec Content is text or image; other MCP content becomes a text line saying what it was. */
-function toContent(block: ContentBlock): ToolContent {
+function toContent(block: ContentBlock): ContentItem {
   switch (block.type) {
     case "text":
       return { type: "text", text: block.text };

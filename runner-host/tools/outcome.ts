@@ -1,11 +1,13 @@
 /**
  * What both transports share about outcomes: the error results the runner-host writes itself, the
  * check of a Result a tool sent, the per-call budget (timeout, interrupt, output cap), and which
- * network failures prove the request never left (spec "Errors › Tool errors"; DECISIONS "Tools
- * and bindings" for the unknown_outcome table).
+ * network failures prove the request never left (spec "Errors › Tool errors"; docs/api.md "Tools"
+ * for the unknown_outcome table).
  */
 import { validateOutput } from "./json-schema.ts";
-import type { HostTool, ToolContent, ToolResult } from "./types.ts";
+import type { HostTool } from "../../src/shared/config-schema.ts";
+import { ToolResultSchema, type ToolResult } from "../../src/shared/result-schema.ts";
+import { issueSummary } from "../../src/shared/zod-issues.ts";
 
 /** Results written here rather than by a tool: the output cap does not apply to them. */
 const ours = new WeakSet<ToolResult>();
@@ -35,48 +37,13 @@ export function jsonBytes(value: unknown): number {
   return encoder.encode(JSON.stringify(value)).length;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
-
-function unknownKey(obj: Record<string, unknown>, allowed: string[]): string | undefined {
-  return Object.keys(obj).find((k) => !allowed.includes(k));
-}
-
-function contentProblem(item: unknown): string | undefined {
-  if (!isObject(item)) return "must be an object";
-  if (item.type === "text") {
-    if (typeof item.text !== "string") return "text item needs a string `text`";
-    const extra = unknownKey(item, ["type", "text"]);
-    return extra === undefined ? undefined : `unknown field "${extra}"`;
-  }
-  if (item.type === "image") {
-    if (typeof item.data !== "string" || typeof item.mime_type !== "string") return "image item needs string `data` and `mime_type`";
-    const extra = unknownKey(item, ["type", "data", "mime_type"]);
-    return extra === undefined ? undefined : `unknown field "${extra}"`;
-  }
-  return 'type must be "text" or "image"';
-}
-
 /**
  * Checks a tool's answer against spec Result (objects allow no additional properties) and returns
  * a fresh object, so nothing the tool sent beyond the Result fields is carried along.
  */
 export function parseResult(value: unknown): { result: ToolResult } | { problem: string } {
-  if (!isObject(value)) return { problem: "not a JSON object" };
-  const extra = unknownKey(value, ["content", "is_error", "structured_content", "unknown_outcome"]);
-  if (extra !== undefined) return { problem: `unknown field "${extra}"` };
-  if (!Array.isArray(value.content)) return { problem: "`content` must be an array" };
-  for (const [i, item] of value.content.entries()) {
-    const problem = contentProblem(item);
-    if (problem) return { problem: `content[${i}]: ${problem}` };
-  }
-  for (const flag of ["is_error", "unknown_outcome"] as const) {
-    if (value[flag] !== undefined && typeof value[flag] !== "boolean") return { problem: `\`${flag}\` must be a boolean` };
-  }
-  const result: ToolResult = { content: value.content as ToolContent[] };
-  if (value.is_error !== undefined) result.is_error = value.is_error as boolean;
-  if (value.structured_content !== undefined) result.structured_content = value.structured_content;
-  if (value.unknown_outcome !== undefined) result.unknown_outcome = value.unknown_outcome as boolean;
-  return { result };
+  const r = ToolResultSchema.safeParse(value);
+  return r.success ? { result: r.data } : { problem: issueSummary(r.error.issues, 1) };
 }
 
 /**

@@ -9,7 +9,8 @@
 import { TOOL_MAX_OUTPUT_BYTES, TOOL_TIMEOUT_SECONDS } from "../../src/shared/config-tools.ts";
 import { capOutput } from "./dispatch.ts";
 import { CallBudget, checkOutput, stoppedResult } from "./outcome.ts";
-import type { HostTool, ToolResult } from "./types.ts";
+import type { HostTool } from "../../src/shared/config-schema.ts";
+import type { ToolResult } from "../../src/shared/result-schema.ts";
 
 /** Resolvers of the runtime calls a session is waiting on, by call id. */
 export class RuntimeReplies {

@@ -1,6 +1,7 @@
 /** Parsing an executor's Reply, from an HTTP body or an RPC text message (the same strict contract). */
 import { parseBody } from "../http/body.ts";
 import { ReplySchema, type Reply } from "../shared/executor-protocol.ts";
+import { ID_PATTERN } from "../shared/ids.ts";
 
 export function parseReply(text: string): Reply {
   return parseBody(text, ReplySchema);
@@ -10,7 +11,7 @@ export function parseReply(text: string): Reply {
 export function callIdOf(text: string): string | undefined {
   try {
     const id = (JSON.parse(text) as { call_id?: unknown }).call_id;
-    return typeof id === "string" && /^[a-f0-9]{32}$/.test(id) ? id : undefined;
+    return typeof id === "string" && ID_PATTERN.test(id) ? id : undefined;
   } catch {
     return undefined;
   }

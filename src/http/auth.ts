@@ -8,15 +8,25 @@ import type { AppEnv } from "./context.ts";
 
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
+/**
+ * The token of an `Authorization: Bearer <token>` header (scheme in any case), or undefined. Not
+ * hono's bearerAuth: it admits only RFC 6750 token characters, so a configured secret holding any
+ * other character could never authenticate, and it answers a malformed header with 400 where the
+ * spec wants 401 forbidden (docs/design-notes.md "Kept libraries").
+ */
+export function bearerToken(header: string | undefined): string | undefined {
+  return BEARER.exec(header ?? "")?.[1];
+}
+
 export const requireToken: MiddlewareHandler<AppEnv> = async (c, next) => {
-  const m = BEARER.exec(c.req.header("Authorization") ?? "");
+  const token = bearerToken(c.req.header("Authorization"));
   const rt = c.get("runtime");
   let grant: Grant | undefined;
-  if (m && m[1]!.startsWith(INSPECTION_PREFIX)) {
-    const claims = rt.runnerSecret ? await verifyInspectionToken(rt.runnerSecret, m[1]!) : undefined;
+  if (token?.startsWith(INSPECTION_PREFIX)) {
+    const claims = rt.runnerSecret ? await verifyInspectionToken(rt.runnerSecret, token) : undefined;
     if (claims) grant = { tenant: claims.t, session: claims.s, manage: false, readOnly: true, inspectCall: claims.c };
-  } else if (m) {
-    grant = rt.grants.get(await sha256Hex(m[1]!));
+  } else if (token !== undefined) {
+    grant = rt.grants.get(await sha256Hex(token));
   }
   if (!grant) throw unauthorized();
   c.set("principal", grant);

@@ -2,8 +2,11 @@
  * Strict JSON request bodies: a size cap that holds for chunked bodies too, one JSON object with
  * nothing after it, and a strict zod schema (unknown fields are errors).
  */
+import type { Context } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import type { z } from "zod";
-import { invalid, tooLarge } from "../shared/errors.ts";
+import { invalid, ServiceError, tooLarge } from "../shared/errors.ts";
+import { issueSummary } from "../shared/zod-issues.ts";
 
 /** Spec "Limits": the body cap is `limits.input_bytes` plus this many bytes of envelope. */
 export const BODY_OVERHEAD_BYTES = 16 * 1024;
@@ -14,40 +17,31 @@ export const BODY_OVERHEAD_BYTES = 16 * 1024;
  */
 export const MAX_JSON_DEPTH = 64;
 
-export async function readBody(req: Request, cap: number): Promise<string> {
-  const declared = req.headers.get("Content-Length");
-  if (declared !== null && Number(declared) > cap) throw tooLarge(cap);
-  if (!req.body) return "";
-  // Count while reading: a chunked body has no length to check up front.
-  const reader = req.body.getReader();
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    let chunk: ReadableStreamReadResult<Uint8Array>;
-    try {
-      chunk = await reader.read();
-    } catch {
-      // The client stopped sending before the body was complete (a Content-Length longer than the
-      // bytes sent, a dropped chunked body): its fault, not ours.
-      throw invalid("request body ended before it was complete");
-    }
-    const { done, value } = chunk;
-    if (done) break;
-    total += value.byteLength;
-    if (total > cap) {
-      await reader.cancel().catch(() => {});
+/**
+ * The body as text. The cap is hono's `bodyLimit`: it trusts a declared `Content-Length` (the
+ * runtime holds the body to it) and counts a chunked body while reading it, so neither form gets
+ * more than `cap` bytes in. It runs here, inside the handler, so authentication and permission
+ * errors still come before `413`.
+ */
+export async function readBody(c: Context, cap: number): Promise<string> {
+  const limit = bodyLimit({
+    maxSize: cap,
+    onError: () => {
       throw tooLarge(cap);
-    }
-    parts.push(value);
-  }
-  const all = new Uint8Array(total);
-  let at = 0;
-  for (const p of parts) {
-    all.set(p, at);
-    at += p.byteLength;
+    },
+  });
+  let bytes: Uint8Array;
+  try {
+    await limit(c, async () => {});
+    bytes = new Uint8Array(await c.req.arrayBuffer());
+  } catch (e) {
+    if (e instanceof ServiceError) throw e;
+    // The client stopped sending before the body was complete (a Content-Length longer than the
+    // bytes sent, a dropped chunked body): its fault, not ours.
+    throw invalid("request body ended before it was complete");
   }
   try {
-    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(all);
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
   } catch {
     throw invalid("request body is not valid UTF-8");
   }
@@ -72,7 +66,7 @@ export function parseBody<S extends z.ZodType>(text: string, schema: S, emptyAs?
     throw invalid("request body must be a JSON object");
   }
   const r = schema.safeParse(value);
-  if (!r.success) throw invalid(describeIssues(r.error.issues));
+  if (!r.success) throw invalid(issueSummary(r.error.issues));
   return r.data;
 }
 
@@ -96,15 +90,3 @@ export function nestingExceeds(text: string, limit: number): boolean {
   return false;
 }
 
-export function describeIssues(issues: z.core.$ZodIssue[]): string {
-  return issues
-    .slice(0, 5)
-    .map((i) => {
-      const path = i.path.map(String).join(".");
-      if (i.code === "unrecognized_keys") {
-        return i.keys.map((k) => `unknown field "${path ? `${path}.${k}` : k}"`).join("; ");
-      }
-      return path ? `${path}: ${i.message}` : i.message;
-    })
-    .join("; ");
-}

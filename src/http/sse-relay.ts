@@ -1,8 +1,8 @@
 /**
- * The Worker end of an SSE stream (ARCHITECTURE.md §1): one hibernatable socket to the
+ * The Worker end of an SSE stream (docs/architecture.md "The parts"): one hibernatable socket to the
  * SessionObject per client, frames written to the client here, where its backlog is visible.
  *
- * Budgets (spec "SSE wire format" 7, DECISIONS.md): live events written but not yet taken by the
+ * Budgets (spec "SSE wire format" 7, docs/api.md "SSE"): live events written but not yet taken by the
  * client count as their data length + 256 bytes; the event being written is not counted. Going over
  * `subscriber_events` or `subscriber_bytes`, or a frame unwritten for 15 s, disconnects this client
  * only. Replay is pulled batch by batch (`more` once a batch is written), so it never piles up.
@@ -13,6 +13,7 @@
  */
 import { MORE, type SubscribeDown } from "../shared/subscribe-protocol.ts";
 import type { Event } from "../shared/api-schema.ts";
+import { concatBytes } from "../shared/bytes.ts";
 import { ServiceError, type ErrorBody } from "../shared/errors.ts";
 import { encodeEvent, KEEPALIVE } from "./sse.ts";
 
@@ -55,16 +56,6 @@ type Item = {
 };
 
 const encoder = new TextEncoder();
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.byteLength;
-  }
-  return out;
-}
 
 /** A live delta whose data is exactly `{text}`: the only kind merged. */
 function isPlainDelta(e: Event): e is Event & { data: { text: string } } {
@@ -212,7 +203,7 @@ export async function openSessionStream(
           replaying -= 1;
           askMore(!msg.live);
         };
-        enqueue({ at: Date.now(), cost: 0, live: false, bytes: concat(msg.events.map((e) => encodeEvent(e).bytes)), written });
+        enqueue({ at: Date.now(), cost: 0, live: false, bytes: concatBytes(msg.events.map((e) => encodeEvent(e).bytes)), written });
       }
       return askMore(!msg.live);
     }

@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import { ExecutorRegistrationSchema, AUTH_SUBPROTOCOL_PREFIX, RPC_SUBPROTOCOL } from "../shared/executor-protocol.ts";
 import { forbidden, invalid, ServiceError, unwrap, type ErrorBody } from "../shared/errors.ts";
 import { newId, sha256Hex, toHex } from "../shared/ids.ts";
-import { requireManage, requireToken } from "../http/auth.ts";
+import { bearerToken, requireManage, requireToken } from "../http/auth.ts";
 import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
 import { pathId } from "../http/params.ts";
@@ -17,8 +17,6 @@ import { TOKEN_DIGEST_HEADER } from "../executor/executor-object.ts";
 import { sessionObjectName } from "../session/session-object.ts";
 
 export const executors = new Hono<AppEnv>();
-
-const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 function bodyCap(c: AppContext): number {
   return c.get("runtime").config.limits.input_bytes + BODY_OVERHEAD_BYTES;
@@ -36,7 +34,7 @@ function tokenDigest(token: string | undefined): Promise<string> {
 executors.post("/", requireToken, async (c) => {
   const p = c.get("principal");
   requireManage(p);
-  const body = parseBody(await readBody(c.req.raw, bodyCap(c)), ExecutorRegistrationSchema);
+  const body = parseBody(await readBody(c, bodyCap(c)), ExecutorRegistrationSchema);
   const session = body.session?.toLowerCase();
   // A session-scoped token reaches only its own session: it may rebind an executor there, nothing else.
   if (p.session !== undefined && session !== p.session) throw forbidden("a session-scoped token may only rebind executors of its own session");
@@ -56,19 +54,19 @@ executors.post("/", requireToken, async (c) => {
 
 executors.post("/:id/close", async (c) => {
   const stub = executorStub(c);
-  const text = await readBody(c.req.raw, bodyCap(c));
-  return c.json(unwrap(await stub.close(await tokenDigest(BEARER.exec(c.req.header("Authorization") ?? "")?.[1]), text)));
+  const text = await readBody(c, bodyCap(c));
+  return c.json(unwrap(await stub.close(await tokenDigest(bearerToken(c.req.header("Authorization"))), text)));
 });
 
 executors.post("/:id/responses", async (c) => {
   const stub = executorStub(c);
-  const text = await readBody(c.req.raw, bodyCap(c));
-  return c.json(unwrap(await stub.reply(await tokenDigest(BEARER.exec(c.req.header("Authorization") ?? "")?.[1]), text)));
+  const text = await readBody(c, bodyCap(c));
+  return c.json(unwrap(await stub.reply(await tokenDigest(bearerToken(c.req.header("Authorization"))), text)));
 });
 
 executors.get("/:id/commands", async (c) => {
   const stub = executorStub(c);
-  const digest = await tokenDigest(BEARER.exec(c.req.header("Authorization") ?? "")?.[1]);
+  const digest = await tokenDigest(bearerToken(c.req.header("Authorization")));
   return openCommandStream(stub, { [TOKEN_DIGEST_HEADER]: digest }, c.req.raw.signal);
 });
 

@@ -5,9 +5,11 @@
  * a region the configuration does not list, is refused with `409` and a message saying which.
  */
 import { Hono } from "hono";
+import { timingSafeEqual } from "node:crypto";
 import { conflict, invalid, unauthorized } from "../shared/errors.ts";
-import { sha256Hex } from "../shared/ids.ts";
+import { ID_PATTERN, sha256Hex } from "../shared/ids.ts";
 import { RUNNER_PROTOCOL } from "../shared/runner-protocol.ts";
+import { bearerToken } from "../http/auth.ts";
 import type { AppEnv } from "../http/context.ts";
 import { log } from "../log.ts";
 import { fleetStatus } from "../runner/fleet.ts";
@@ -17,10 +19,14 @@ import { sessionObjectName } from "../session/session-object.ts";
 
 export const internal = new Hono<AppEnv>();
 
+const encoder = new TextEncoder();
+/** Compares two hex SHA-256 digests in constant time. */
+const sameDigest = (a: string, b: string) => a.length === b.length && timingSafeEqual(encoder.encode(a), encoder.encode(b));
+
 internal.use("*", async (c, next) => {
-  const m = /^Bearer[ \t]+(\S+)$/i.exec(c.req.header("Authorization") ?? "");
+  const token = bearerToken(c.req.header("Authorization"));
   const digest = c.get("runtime").runnerDigest;
-  if (!m || !digest || (await sha256Hex(m[1]!)) !== digest) throw unauthorized("runner secret is missing or wrong");
+  if (token === undefined || !digest || !sameDigest(await sha256Hex(token), digest)) throw unauthorized("runner secret is missing or wrong");
   await next();
 });
 
@@ -48,9 +54,13 @@ internal.get("/runners/control", (c) => {
 internal.get("/runners/link", (c) => {
   const name = c.req.query("session") ?? "";
   const lease = c.req.query("lease") ?? "";
-  const m = /^([a-f0-9]{32}):(.+)$/s.exec(name);
-  if (!m || !/^[1-9][0-9]{0,15}$/.test(lease)) throw invalid("session and lease are required");
-  const stub = c.env.SESSIONS.getByName(sessionObjectName(m[2]!, m[1]!));
+  // The object name is `<session id>:<tenant>` (sessionObjectName).
+  const id = name.slice(0, 32);
+  const tenant = name.slice(33);
+  if (!ID_PATTERN.test(id) || name[32] !== ":" || tenant === "" || !/^[1-9][0-9]{0,15}$/.test(lease)) {
+    throw invalid("session and lease are required");
+  }
+  const stub = c.env.SESSIONS.getByName(sessionObjectName(tenant, id));
   return stub.fetch(`https://session/link?lease=${lease}`, { headers: { Upgrade: "websocket" } });
 });
 

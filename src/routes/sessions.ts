@@ -40,7 +40,7 @@ sessions.post("/", async (c) => {
   requireManage(p);
   if (p.session !== undefined) throw forbidden("a session-scoped token cannot create sessions");
   await refuseWhenDraining(c);
-  const body = parseBody(await readBody(c.req.raw, bodyCap(c)), CreateSessionSchema);
+  const body = parseBody(await readBody(c, bodyCap(c)), CreateSessionSchema);
   const { config } = c.get("runtime");
   const prepared = await prepareSession(c.get("runtime"), p.tenant, body, async (id) => {
     // The RPC typing maps JSON Schema records to never; the value is the object's ExecutorInfo.
@@ -71,7 +71,7 @@ sessions.get("/:id", async (c) => {
 sessions.post("/:id/close", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
-  parseBody(await readBody(c.req.raw, bodyCap(c)), EmptySchema, {});
+  parseBody(await readBody(c, bodyCap(c)), EmptySchema, {});
   return c.json(unwrap(await sessionStub(c, id).close()), 202);
 });
 
@@ -80,7 +80,7 @@ sessions.get("/:id/events", async (c) => {
   const stub = sessionStub(c, id);
   const call = c.get("principal").inspectCall;
   if (wantsEventStream(c.req.header("Accept"))) {
-    // A present `after` wins over Last-Event-ID, also when empty (DECISIONS.md).
+    // A present `after` wins over Last-Event-ID, also when empty (docs/api.md "SSE").
     const after = c.req.query("after");
     const cursor = after ?? c.req.header("Last-Event-ID") ?? "";
     const { limits } = c.get("runtime").config;
@@ -104,7 +104,7 @@ sessions.get("/:id/events", async (c) => {
 sessions.post("/:id/events", async (c) => {
   const id = target(c);
   requireWrite(c.get("principal"));
-  const input = parseBody(await readBody(c.req.raw, bodyCap(c)), InputSchema);
+  const input = parseBody(await readBody(c, bodyCap(c)), InputSchema);
   if (input.type === "user.message") await refuseWhenDraining(c);
   const traceparent = c.req.header("traceparent");
   return c.json(unwrap(await sessionStub(c, id).send(input, traceparent)), 202);
@@ -113,7 +113,7 @@ sessions.post("/:id/events", async (c) => {
 sessions.post("/:id/resume", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
-  parseBody(await readBody(c.req.raw, bodyCap(c)), EmptySchema, {});
+  parseBody(await readBody(c, bodyCap(c)), EmptySchema, {});
   return c.json(unwrap(await sessionStub(c, id).resume()));
 });
 
@@ -133,7 +133,7 @@ function persistenceUnsupported(c: AppContext): never {
 sessions.post("/:id/flush", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
-  parseBody(await readBody(c.req.raw, bodyCap(c)), EmptySchema, {});
+  parseBody(await readBody(c, bodyCap(c)), EmptySchema, {});
   unwrap(await sessionStub(c, id).get());
   persistenceUnsupported(c);
 });
@@ -147,7 +147,7 @@ sessions.get("/:id/sync", async (c) => {
 sessions.post("/:id/restore", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
-  parseBody(await readBody(c.req.raw, bodyCap(c)), RestoreSchema);
+  parseBody(await readBody(c, bodyCap(c)), RestoreSchema);
   unwrap(await sessionStub(c, id).get());
   persistenceUnsupported(c);
 });

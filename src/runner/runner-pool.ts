@@ -59,13 +59,13 @@ export class RunnerPool extends DurableObject<Env> {
     }
     if (!parsed?.success) return ws.close(1008, "invalid control message");
     const m = parsed.data;
-    if (m.type === "hello") {
+    if (m.t === "hello") {
       ws.serializeAttachment({ runnerId: m.runner_id, boot: m.boot, harnesses: m.harnesses, draining: m.draining, capacity: m.capacity } satisfies Host);
       const region = this.ctx.getTags(ws).find((t) => t.startsWith("region:"))?.slice("region:".length) ?? "default";
-      send(ws, { type: "welcome", pool: region });
+      send(ws, { t: "welcome", pool: region });
       log("info", "runner-host registered", { runner_id: m.runner_id });
       await this.#forgetOldBoot(m.runner_id, m.boot);
-    } else if (m.type === "status") {
+    } else if (m.t === "status") {
       const h = ws.deserializeAttachment() as Host | null;
       if (!h) return ws.close(1008, "status before hello");
       ws.serializeAttachment({ ...h, draining: m.draining, capacity: m.capacity } satisfies Host);
@@ -144,7 +144,7 @@ export class RunnerPool extends DurableObject<Env> {
       .filter((h) => !h.host.draining && h.host.harnesses.includes(harness) && roomFor(h.host))
       .sort((a, b) => a.host.capacity.loaded - b.host.capacity.loaded)[0];
     if (!best) return false;
-    send(best.ws, { type: "attach", session, lease, harness });
+    send(best.ws, { t: "attach", session, lease, harness });
     // Count it now; the runner-host's next status replaces the estimate.
     const loaded = best.host.capacity.loaded + 1;
     best.ws.serializeAttachment({ ...best.host, capacity: { ...best.host.capacity, loaded } } satisfies Host);

@@ -10,7 +10,7 @@ import type { EncryptedCredential } from "./record.ts";
 import { fromBase64, toBase64 } from "../shared/base64.ts";
 import { aesKeyProblem } from "../shared/config-env.ts";
 
-/** DECISIONS.md: a string is a bearer token; `{"headers": {...}}` supplies request headers. */
+/** docs/api.md: a string is a bearer token; `{"headers": {...}}` supplies request headers. */
 export function checkCredentialValue(alias: string, value: unknown): void {
   if (typeof value === "string") {
     if (value.length === 0) throw invalid(`credentials for "${alias}": value must not be empty`);

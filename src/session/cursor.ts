@@ -6,7 +6,7 @@
  *
  * Layout (base64url, no padding): version(1) | epoch(u32 BE) | seq(u48 BE) | HMAC-SHA256[0..16).
  */
-import { createHmac } from "node:crypto";
+import { createHmac, timingSafeEqual } from "node:crypto";
 import { fromBase64Url, toBase64Url } from "../shared/base64.ts";
 
 const VERSION = 1;
@@ -39,9 +39,7 @@ export function decodeCursor(key: string, cursor: string): Position | undefined 
   if (!all || all.length !== PAYLOAD_BYTES + MAC_BYTES) return undefined;
   const payload = all.subarray(0, PAYLOAD_BYTES);
   const mac = createHmac("sha256", key).update(payload).digest().subarray(0, MAC_BYTES);
-  let diff = 0;
-  for (let i = 0; i < MAC_BYTES; i++) diff |= mac[i]! ^ all[PAYLOAD_BYTES + i]!;
-  if (diff !== 0) return undefined;
+  if (!timingSafeEqual(mac, all.subarray(PAYLOAD_BYTES))) return undefined;
   const view = new DataView(payload.buffer, payload.byteOffset, PAYLOAD_BYTES);
   if (view.getUint8(0) !== VERSION) return undefined;
   return { epoch: view.getUint32(1), seq: view.getUint16(5) * 2 ** 32 + view.getUint32(7) };

@@ -11,6 +11,7 @@
  * the event reports, so a change and its event commit together or not at all.
  */
 import type { Event } from "../shared/api-schema.ts";
+import { concatBytes } from "../shared/bytes.ts";
 import { newId } from "../shared/ids.ts";
 
 /** Spec "Events": a retained record is at most 4 MiB (its NDJSON line, in bytes). */
@@ -103,13 +104,6 @@ export class EventLog {
       .exec<{ part: ArrayBuffer }>("SELECT part FROM event_chunks WHERE seq = ? ORDER BY n", r.seq)
       .toArray()
       .map((p) => new Uint8Array(p.part));
-    const total = parts.reduce((n, p) => n + p.byteLength, 0);
-    const all = new Uint8Array(total);
-    let at = 0;
-    for (const p of parts) {
-      all.set(p, at);
-      at += p.byteLength;
-    }
-    return decoder.decode(all);
+    return decoder.decode(concatBytes(parts));
   }
 }

@@ -8,13 +8,11 @@
  * a hibernatable WebSocket tagged `runner` carrying its lease in the attachment; only the current
  * lease's socket is used.
  */
-import type { LinkDown, ProviderGrant } from "../shared/runner-protocol.ts";
+import { LEASE_GONE_CLOSE_CODE, type LinkDown, type ProviderGrant } from "../shared/runner-protocol.ts";
 import type { Runtime } from "../runtime.ts";
 import type { SessionState } from "./session-state.ts";
 
 const TAG = "runner";
-/** Close code telling a runner-host its lease is gone (it stops reconnecting). */
-export const LEASE_GONE = 4409;
 
 type Unnumbered = LinkDown extends infer T ? (T extends { seq: number } ? Omit<T, "seq"> : never) : never;
 /** A provider grant as stored: everything but the key. */
@@ -57,7 +55,7 @@ export class RunnerLink {
     server.serializeAttachment({ lease });
     const row = this.#s.row();
     if (!row || row.lease !== lease || row.link_state === "none") {
-      server.close(LEASE_GONE, "lease is not current");
+      server.close(LEASE_GONE_CLOSE_CODE, "lease is not current");
     } else {
       for (const old of this.#ctx.getWebSockets(TAG)) if (old !== server) old.close(1000, "replaced");
       server.send(JSON.stringify({ t: "ack", up: row.up_seq } satisfies LinkDown));
@@ -101,7 +99,7 @@ export class RunnerLink {
     const lease = sql
       .exec<{ l: number }>("UPDATE session SET lease = lease + 1, up_seq = 0, down_seq = 0, link_state = 'requested', link_lost_at = NULL RETURNING lease AS l")
       .one().l;
-    for (const ws of this.#ctx.getWebSockets(TAG)) ws.close(LEASE_GONE, "lease replaced");
+    for (const ws of this.#ctx.getWebSockets(TAG)) ws.close(LEASE_GONE_CLOSE_CODE, "lease replaced");
     return lease;
   }
 
@@ -110,7 +108,7 @@ export class RunnerLink {
     const ws = this.socket();
     if (ws) {
       this.push({ t: "detach", reason });
-      ws.close(LEASE_GONE, "detached");
+      ws.close(LEASE_GONE_CLOSE_CODE, "detached");
     }
     this.#s.storage.sql.exec("UPDATE session SET link_state = 'none', link_lost_at = NULL");
     this.#s.storage.sql.exec("DELETE FROM link_out");

@@ -12,7 +12,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
 import type { Event, EventList, Input, Session, Status } from "../shared/api-schema.ts";
 import { asResult, asResultAsync, conflict, ERROR_STATUS, overloaded, unauthorized, type Result } from "../shared/errors.ts";
-import { LinkUpSchema, PING, PONG } from "../shared/runner-protocol.ts";
+import { LEASE_GONE_CLOSE_CODE, LinkUpSchema, PING, PONG } from "../shared/runner-protocol.ts";
 import { log } from "../log.ts";
 import { scheduleExport } from "../metrics/exporter.ts";
 import { metrics } from "../metrics/registry.ts";
@@ -245,7 +245,7 @@ export class SessionObject extends DurableObject<Env> {
       log("warn", "invalid runner link message", { session_id: this.#state.row()?.id });
       return ws.close(1008, "invalid link message");
     }
-    if (this.#link.leaseOf(ws) !== this.#state.row()?.lease) return ws.close(4409, "lease is not current");
+    if (this.#link.leaseOf(ws) !== this.#state.row()?.lease) return ws.close(LEASE_GONE_CLOSE_CODE, "lease is not current");
     const m = parsed.data;
     switch (m.t) {
       case "hello":

@@ -130,7 +130,7 @@ export class SessionState {
 
   /**
    * `user.interrupt`: stops the running turn and cancels queued inputs, then `interrupted`. With
-   * nothing running or queued it changes nothing (DECISIONS.md).
+   * nothing running or queued it changes nothing (docs/api.md "Sending input").
    */
   interrupt(r: SessionRow, now: string): Change<Status> {
     if (r.status === "closed") throw conflict("session is closed");
@@ -139,7 +139,7 @@ export class SessionState {
     return { value: { status: "interrupt_requested" }, events };
   }
 
-  /** Resume: `interrupted` or `failed` → `idle` (DECISIONS.md: anything else is 409). */
+  /** Resume: `interrupted` or `failed` → `idle` (docs/api.md: anything else is 409). */
   resume(now: string): Change<Session> {
     const r = this.require();
     if (r.status !== "interrupted" && r.status !== "failed") throw conflict(`session is ${r.status}; only interrupted or failed sessions resume`);
@@ -162,7 +162,7 @@ export class SessionState {
    * Ends all work of the session in one transaction: every open tool call gets its result (an
    * error, `unknown_outcome` when it had been dispatched), every input gets one `session.error` —
    * the running one first with `running`, the queued ones with `conflict` — then one
-   * `session.status`. DECISIONS.md "Events": cancelling several inputs at once.
+   * `session.status`. docs/api.md "Events": cancelling several inputs at once.
    */
   endWork(now: string, to: SessionStatus, why: { running?: ErrorData; queued: string }): LoggedEvent[] {
     return this.#storage.transactionSync(() => {

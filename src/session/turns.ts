@@ -1,6 +1,6 @@
 /**
  * Turn execution on the object side: which input runs, what a runner-host's messages do to the
- * log, and how a turn ends (spec "States and transitions", DECISIONS.md "Events").
+ * log, and how a turn ends (spec "States and transitions", docs/api.md "Events").
  *
  * Storage: `inputs.state` is `queued` or `running` (at most one running); `open_calls` holds tool
  * calls without a result; `native` the harness state; `checkpoints` one row per completed turn.
@@ -129,8 +129,7 @@ export class Turns {
           m.dispatched ? 1 : 0,
           m.call.name,
         );
-        // The call id is also the event id: DECISIONS.md "The host tool call's call_id is the
-        // tool.call event's id".
+        // The call id is also the event id (docs/api.md "Tools": `call_id` is the `tool.call` event's id).
         const data = { id: m.call.id, name: m.call.name, arguments: m.call.arguments };
         return { events: [this.#s.append({ type: "tool.call", data, input_id: turn }, now, m.call.id)] };
       }

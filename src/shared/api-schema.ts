@@ -8,9 +8,11 @@ import { z } from "zod";
 import { component, DateTime, Hex32 } from "./contract-registry.ts";
 import { ERROR_STATUS, type ErrorCode } from "./errors.ts";
 import { SESSION_STATUSES, type SessionStatus } from "./event-schema.ts";
+import { ID_ANY_CASE_PATTERN } from "./ids.ts";
 
 export { SESSION_STATUSES, type SessionStatus };
 
+/** Spec reasoning efforts, lowest first; `""` (or omitted) in a request means `off`. */
 export const REASONING_EFFORTS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"] as const;
 export type ReasoningEffort = (typeof REASONING_EFFORTS)[number];
 
@@ -33,7 +35,7 @@ export type Tool = z.infer<typeof ToolSchema>;
 
 export const ToolBindingSchema = component("ToolBinding", z.strictObject({
   alias: z.string().min(1).max(64),
-  executor: z.string().regex(/^[a-fA-F0-9]{32}$/, "must be a 32-hex executor id").optional(),
+  executor: z.string().regex(ID_ANY_CASE_PATTERN, "must be a 32-hex executor id").optional(),
   operations: z.array(z.string().min(1)).optional(),
   parameters: z.unknown().optional(),
   provider: z.string().min(1).optional(),
@@ -79,7 +81,7 @@ export const InputSchema = component(
 );
 export type Input = z.infer<typeof InputSchema>;
 
-/** Resume, close and flush take an empty body or `{}`. */
+/** Resume, close and flush take an empty body or `{}` (docs/api.md). */
 export const EmptySchema = component("Empty", z.strictObject({}), "An empty object; the body may also be left out.");
 
 export const RestoreSchema = component(

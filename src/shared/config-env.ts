@@ -3,7 +3,7 @@
  * file", "Authentication" 1 and 10). Runs at Worker startup and in `svc -check`, so it uses only
  * web-standard APIs. Problems name the field and the variable, never the value.
  */
-import { formatPath } from "./config-fields.ts";
+import { formatPath } from "./zod-issues.ts";
 import type { HostConfig } from "./config-schema.ts";
 import { DEFAULT_RUNNER_SECRET_VAR } from "../runtime-constants.ts";
 import { fromBase64 } from "./base64.ts";

@@ -1,7 +1,7 @@
 /**
  * Field builders and problem wording shared by the host configuration schema (spec "Host
- * configuration file"). Every rule here produces a plain sentence; `formatIssues` prefixes it with
- * the field path, so an operator reads `limits.queue: must be between 1 and 1024`, not zod JSON.
+ * configuration file"). Every rule here produces a plain sentence; `issueLines` (zod-issues.ts)
+ * prefixes it with the field path, so an operator reads `limits.queue: must be between 1 and 1024`.
  * Pure: imported by the Worker and by Node.
  */
 import { z } from "zod";
@@ -76,17 +76,6 @@ export const listen = z.string().refine((s) => parseListen(s) !== undefined, {
   error: "must be host:port with a port from 0 to 65535 (IPv6 addresses in brackets, e.g. [::1]:8080)",
 });
 
-/** `tokens[2].tenant`, `harnesses.pi.command[0]`, `providers["my.llm"]`. */
-export function formatPath(path: readonly PropertyKey[]): string {
-  let out = "";
-  for (const seg of path) {
-    if (typeof seg === "number") out += `[${seg}]`;
-    else if (typeof seg === "string" && /^[A-Za-z_$][A-Za-z0-9_$-]*$/.test(seg)) out += out ? `.${seg}` : seg;
-    else out += `[${JSON.stringify(String(seg))}]`;
-  }
-  return out;
-}
-
 const ARTICLE: Record<string, string> = {
   string: "a string",
   // Every number in the host configuration is an integer; zod reports a non-number as expecting "number".
@@ -123,20 +112,6 @@ export function plainError(iss: z.core.$ZodRawIssue): string {
     default:
       return "is not valid";
   }
-}
-
-/** One line per problem, each naming its field; an unknown field is named itself. */
-export function formatIssues(issues: readonly z.core.$ZodIssue[]): string[] {
-  const out: string[] = [];
-  for (const iss of issues) {
-    if (iss.code === "unrecognized_keys") {
-      for (const key of iss.keys) out.push(`${formatPath([...iss.path, key])}: unknown field`);
-    } else {
-      const where = formatPath(iss.path);
-      out.push(where ? `${where}: ${iss.message}` : iss.message);
-    }
-  }
-  return [...new Set(out)];
 }
 
 /**

@@ -7,8 +7,6 @@
 import { z } from "zod";
 import {
   envName,
-  formatIssues,
-  formatPath,
   httpUrl,
   int,
   listen,
@@ -19,12 +17,13 @@ import {
 } from "./config-fields.ts";
 import { PersistenceSchema } from "./config-persistence.ts";
 import { ToolsSchema } from "./config-tools.ts";
-import { ID_PATTERN } from "./ids.ts";
+import { ID_ANY_CASE_PATTERN } from "./ids.ts";
+import { formatPath, issueLines } from "./zod-issues.ts";
 
 export type { ListenAddress } from "./config-fields.ts";
 export { parseListen } from "./config-fields.ts";
 export type { Persistence, PersistenceProvider } from "./config-persistence.ts";
-export type { JsonObject, ToolBinding } from "./config-tools.ts";
+export type { HostTool, JsonObject } from "./config-tools.ts";
 
 /** Spec "Limits": the host configuration file is at most 4 MiB. */
 export const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
@@ -46,7 +45,7 @@ export const TokenSchema = z.strictObject({
   tenant,
   session: z
     .string()
-    .refine((s) => s === "" || ID_PATTERN.test(s), { error: "must be a 32-character hexadecimal session id" })
+    .refine((s) => s === "" || ID_ANY_CASE_PATTERN.test(s), { error: "must be a 32-character hexadecimal session id" })
     // Session ids are issued in lowercase; a grant written in uppercase must still match them.
     .transform((s) => s.toLowerCase())
     .default(""),
@@ -134,7 +133,7 @@ export const RegionSchema = z.strictObject({
 /**
  * The runner-host shared secret, and the regions runner-hosts may announce (each with its own
  * placement pool; sessions homed there are created near `location_hint`). No `regions`: one pool,
- * region "default".
+ * region "default" (docs/configuration.md "Extensions to the specification's fields").
  */
 export const RunnersConfigSchema = z.strictObject({
   token_env: envName,
@@ -208,7 +207,7 @@ export function parseHostConfig(value: unknown): ConfigResult {
   const reserved = protoKeyPaths(value).map((path) => `${formatPath(path)}: the name __proto__ is not allowed`);
   if (reserved.length > 0) return { ok: false, problems: reserved };
   const r = HostConfigSchema.safeParse(value, { error: plainError });
-  return r.success ? { ok: true, config: r.data } : { ok: false, problems: formatIssues(r.error.issues) };
+  return r.success ? { ok: true, config: r.data } : { ok: false, problems: issueLines(r.error.issues) };
 }
 
 /** Parses the text of a configuration file: size, JSON syntax, trailing data, then the schema. */

@@ -4,7 +4,9 @@
  * tool whenever the transport is `mcp`, so callers never re-derive either.
  */
 import { z } from "zod";
-import { formatPath, httpUrl, int, tenant } from "./config-fields.ts";
+import { httpUrl, int, tenant } from "./config-fields.ts";
+import { schemaProblems } from "./json-schema-check.ts";
+import { formatPath } from "./zod-issues.ts";
 
 export const TOOL_NAME_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,63}$/;
 
@@ -52,10 +54,13 @@ function jsonSchema(requireObjectType: boolean) {
         message: `external reference ${JSON.stringify(ref)} is not allowed; only references starting with # are`,
       });
     }
+    // Compiled now, so a schema that would throw on every call (or check nothing) fails -check.
+    for (const { path, message } of schemaProblems(schema)) ctx.addIssue({ code: "custom", path, message });
   });
 }
 
-export const ToolBindingSchema = z
+/** One host `tools` entry (spec "Tool binding (host `tools` entry)"). */
+export const HostToolSchema = z
   .strictObject({
     name: z.string().regex(TOOL_NAME_PATTERN, {
       error: "must start with a letter and contain only letters, digits and _ (at most 64 characters)",
@@ -91,10 +96,11 @@ export const ToolBindingSchema = z
     return { ...t, transport, mcp_tool };
   });
 
-export type ToolBinding = z.output<typeof ToolBindingSchema>;
+/** A host tool after parsing: `transport` resolved, unset `token_env` / `mcp_tool` are "", unset `output_schema` is null. */
+export type HostTool = z.output<typeof HostToolSchema>;
 
 export const ToolsSchema = z
-  .array(ToolBindingSchema)
+  .array(HostToolSchema)
   .superRefine((tools, ctx) => {
     const first = new Map<string, number>();
     tools.forEach((t, i) => {

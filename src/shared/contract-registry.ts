@@ -5,6 +5,7 @@
  * document holds exactly the schemas the route table reaches.
  */
 import { z } from "zod";
+import { ID_ANY_CASE_PATTERN } from "./ids.ts";
 
 export type ComponentMeta = { id: string; description: string };
 
@@ -21,7 +22,7 @@ export function component<S extends z.ZodType>(id: string, schema: S, descriptio
 }
 
 /** Spec: session, executor and event ids are 32 hex characters (the service emits lowercase). */
-export const Hex32 = z.string().regex(/^[a-fA-F0-9]{32}$/);
+export const Hex32 = z.string().regex(ID_ANY_CASE_PATTERN);
 /** Spec: timestamps are RFC 3339 `date-time` strings in UTC. */
 export const DateTime = z.iso.datetime();
 /** Opaque position in an event log; at most 512 bytes (spec "Cursors"). */

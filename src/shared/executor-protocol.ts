@@ -11,6 +11,7 @@ import { z } from "zod";
 import { ToolSchema } from "./api-schema.ts";
 import { ToolResultSchema, type ToolResult } from "./result-schema.ts";
 import { externalRefs, TOOL_NAME_PATTERN } from "./config-tools.ts";
+import { ID_ANY_CASE_PATTERN, ID_PATTERN } from "./ids.ts";
 
 /** The subprotocol the server echoes on the RPC upgrade. */
 export const RPC_SUBPROTOCOL = "svc-rpc";
@@ -48,7 +49,7 @@ export const ExecutorRegistrationSchema = z.strictObject({
         seen.add(t.name);
       });
     }),
-  session: z.string().regex(/^[a-fA-F0-9]{32}$/, { error: "must be a 32-hex session id" }).optional(),
+  session: z.string().regex(ID_ANY_CASE_PATTERN, { error: "must be a 32-hex session id" }).optional(),
 });
 export type ExecutorRegistration = z.infer<typeof ExecutorRegistrationSchema>;
 
@@ -57,8 +58,8 @@ export type ExecutorCredential = { id: string; token: string };
 /** Spec Reply: exactly one of `progress` and `result`. */
 export const ReplySchema = z
   .strictObject({
-    connection: z.string().regex(/^[a-f0-9]{32}$/, { error: "must be the connection of a ready command" }),
-    call_id: z.string().regex(/^[a-f0-9]{32}$/, { error: "must be the call_id of a call command" }),
+    connection: z.string().regex(ID_PATTERN, { error: "must be the connection of a ready command" }),
+    call_id: z.string().regex(ID_PATTERN, { error: "must be the call_id of a call command" }),
     progress: z.unknown().optional(),
     result: ToolResultSchema.optional(),
   })

@@ -1,6 +1,13 @@
-/** Ids: 32 lowercase hex characters from a CSPRNG (DECISIONS.md "Sessions and inputs"). */
+/** Ids: 32 lowercase hex characters from a CSPRNG (docs/api.md "Events"). */
 
-export const ID_PATTERN = /^[a-fA-F0-9]{32}$/;
+/** An id as the service issues and sends it: 32 lowercase hex characters. */
+export const ID_PATTERN = /^[a-f0-9]{32}$/;
+/**
+ * An id as a client may write it (a path segment, a token's `session`, a binding's `executor`):
+ * either case is accepted and compared lowercase. Spelled without the `i` flag so it carries over
+ * as is into the OpenAPI document's JSON Schema `pattern` (which has no flags).
+ */
+export const ID_ANY_CASE_PATTERN = /^[a-fA-F0-9]{32}$/;
 
 export function newId(): string {
   const b = new Uint8Array(16);
@@ -14,8 +21,9 @@ export function toHex(bytes: Uint8Array): string {
   return s;
 }
 
+/** True for an id as a client may write it (either case). */
 export function isId(s: string): boolean {
-  return ID_PATTERN.test(s);
+  return ID_ANY_CASE_PATTERN.test(s);
 }
 
 const encoder = new TextEncoder();

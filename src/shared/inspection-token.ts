@@ -1,5 +1,5 @@
 /**
- * Inspection tokens (spec Authentication 8, DECISIONS.md): short-lived, read-only, scoped to one
+ * Inspection tokens (spec Authentication 8, docs/api.md "Tools"): short-lived, read-only, scoped to one
  * session and one tool call. Minted by the runner-host that dispatches an `inspect_session` tool
  * call and verified by the Worker; both hold the runner secret, from which the signing key is
  * derived, so no round trip is needed to mint one. The Worker also asks the session whether the
@@ -10,7 +10,7 @@
  */
 
 export const INSPECTION_PREFIX = "svci.";
-/** DECISIONS.md: valid for the tool call's timeout plus 60 seconds. */
+/** Valid for the tool call's timeout plus this grace, ms (docs/api.md "Tools"). */
 export const INSPECTION_GRACE_MS = 60_000;
 
 export type InspectionClaims = { t: string; s: string; c: string; e: number };

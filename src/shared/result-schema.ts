@@ -1,6 +1,6 @@
 /**
  * Shapes that travel unchanged from a harness or a tool to the event log: tool results (spec
- * "Result, Content"), usage and stop reasons (DECISIONS.md "Events"). Shared by the harness
+ * "Result, Content"), usage and stop reasons (docs/api.md "Events"). Shared by the harness
  * protocol, the runner link and the objects.
  */
 import { z } from "zod";

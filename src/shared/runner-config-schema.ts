@@ -8,7 +8,8 @@
  * fields from it; `svc runner-config -config <host file>` prints the runner file derived from one.
  */
 import { z } from "zod";
-import { envName, formatIssues, formatPath, httpUrl, nonEmpty, plainError, protoKeyPaths } from "./config-fields.ts";
+import { envName, httpUrl, nonEmpty, plainError, protoKeyPaths } from "./config-fields.ts";
+import { formatPath, issueLines } from "./zod-issues.ts";
 import {
   DEFAULT_REGION,
   HarnessesSchema,
@@ -55,7 +56,7 @@ export function parseRunnerConfig(value: unknown): RunnerConfigResult {
   const reserved = protoKeyPaths(value).map((path) => `${formatPath(path)}: the name __proto__ is not allowed`);
   if (reserved.length > 0) return { ok: false, problems: reserved };
   const r = RunnerConfigSchema.safeParse(value, { error: plainError });
-  return r.success ? { ok: true, config: r.data, from: "runner" } : { ok: false, problems: formatIssues(r.error.issues) };
+  return r.success ? { ok: true, config: r.data, from: "runner" } : { ok: false, problems: issueLines(r.error.issues) };
 }
 
 export function parseRunnerConfigText(text: string): RunnerConfigResult {

@@ -11,8 +11,12 @@
  * socket (a deploy, an object restart) the runner-host reconnects with the same lease, both sides
  * say what they last applied, and each resends the rest: a turn survives the blip and no event is
  * lost or doubled. A lease is granted per attachment; a socket with another lease is refused.
+ *
+ * Every message on both sockets is discriminated by `t` (as on the SSE relay's socket), kept short
+ * because the link carries every delta of every turn.
  */
 import { z } from "zod";
+import { ID_PATTERN } from "./ids.ts";
 import { StopReasonSchema, ToolResultSchema, UsageSchema } from "./result-schema.ts";
 
 /**
@@ -31,7 +35,14 @@ export const LINK_PATH = "/internal/runners/link";
 export const PING = "ping";
 export const PONG = "pong";
 
-const Hex32 = z.string().regex(/^[a-f0-9]{32}$/);
+/**
+ * WebSocket close code an object sends on a link whose lease is not (or no longer) valid: the
+ * runner-host stops redialling and lets the session go. In the 4000-4999 range applications own;
+ * 409 as in HTTP Conflict.
+ */
+export const LEASE_GONE_CLOSE_CODE = 4409;
+
+const Hex32 = z.string().regex(ID_PATTERN);
 const Seq = z.number().int().positive();
 const Turn = Hex32;
 
@@ -46,9 +57,9 @@ export const CapacitySchema = z.strictObject({
 });
 export type Capacity = z.infer<typeof CapacitySchema>;
 
-export const ControlUpSchema = z.discriminatedUnion("type", [
+export const ControlUpSchema = z.discriminatedUnion("t", [
   z.strictObject({
-    type: z.literal("hello"),
+    t: z.literal("hello"),
     protocol: z.literal(RUNNER_PROTOCOL),
     runner_id: Hex32,
     /** Random per process start: a new boot means the sessions it held are gone. */
@@ -57,14 +68,14 @@ export const ControlUpSchema = z.discriminatedUnion("type", [
     draining: z.boolean(),
     capacity: CapacitySchema,
   }),
-  z.strictObject({ type: z.literal("status"), draining: z.boolean(), capacity: CapacitySchema }),
+  z.strictObject({ t: z.literal("status"), draining: z.boolean(), capacity: CapacitySchema }),
   /**
    * Added by the runner-host side: an attach order it will not take, so the session need not wait
    * for a link that never comes. `full`: `limits.loaded` reached with nothing idle to drop (the
    * send that needed placement gets 429); `draining`: shutting down; `unknown_harness`: not offered.
    */
   z.strictObject({
-    type: z.literal("attach_refused"),
+    t: z.literal("attach_refused"),
     session: z.string().min(1),
     lease: Seq,
     reason: z.enum(["full", "draining", "unknown_harness"]),
@@ -72,10 +83,10 @@ export const ControlUpSchema = z.discriminatedUnion("type", [
 ]);
 export type ControlUp = z.infer<typeof ControlUpSchema>;
 
-export const ControlDownSchema = z.discriminatedUnion("type", [
-  z.strictObject({ type: z.literal("welcome"), pool: z.string() }),
+export const ControlDownSchema = z.discriminatedUnion("t", [
+  z.strictObject({ t: z.literal("welcome"), pool: z.string() }),
   /** Open a link to this session with this lease. */
-  z.strictObject({ type: z.literal("attach"), session: z.string().min(1), lease: Seq, harness: z.string() }),
+  z.strictObject({ t: z.literal("attach"), session: z.string().min(1), lease: Seq, harness: z.string() }),
 ]);
 export type ControlDown = z.infer<typeof ControlDownSchema>;
 

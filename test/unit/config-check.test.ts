@@ -72,6 +72,21 @@ describe("svc -check validates the file and all referenced environment variables
     expect(r.stdout).toBe("");
     expect(r.stderr.trimEnd().split("\n")).toEqual([`${path}: limits.queue: must be between 1 and 1024`, `${path}: extra: unknown field`]);
   });
+  it("exits 1 for a tool schema that would fail every call: a dangling $ref, a keyword of the wrong shape", async () => {
+    const tool = { description: "d", url: "http://127.0.0.1:9/t", tenants: ["acme"] };
+    const path = writeConfig("bad-schema.json", {
+      tools: [
+        { ...tool, name: "dangling", input_schema: { type: "object", properties: { a: { $ref: "#/$defs/a" } } } },
+        { ...tool, name: "shapeless", input_schema: { type: "object", properties: 5 } },
+      ],
+    });
+    const r = await svc(["-config", path, "-check"]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.trimEnd().split("\n")).toEqual([
+      `${path}: tools[0].input_schema.properties.a.$ref: "#/$defs/a" resolves to nothing in this schema`,
+      `${path}: tools[1].input_schema.properties: must be an object whose values are schemas`,
+    ]);
+  });
   it("exits 1 and names the variable when a referenced environment variable is missing", async () => {
     const path = writeConfig("missing-env.json");
     const r = await svc(["-config", path, "-check"], { SVC_TOKEN: ENV.SVC_TOKEN });

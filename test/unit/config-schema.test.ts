@@ -288,6 +288,26 @@ describe("host configuration file: tool bindings", () => {
     rejects(withTool({ input_schema: { type: "object", anyOf: [{}, { $ref: "/abs" }] } }), /^tools\[0\]\.input_schema\.anyOf\[1\]\.\$ref: external/);
     rejects(withTool({ output_schema: { $ref: "http://x/y" } }), /^tools\[0\]\.output_schema\.\$ref: external/);
   });
+  it("compiles tool schemas at load: a local $ref must resolve", () => {
+    ok(withTool({ input_schema: { type: "object", $defs: { n: { $anchor: "num", type: "number" } }, properties: { a: { $ref: "#num" }, b: { $ref: "#" } } } }));
+    rejects(
+      withTool({ input_schema: { type: "object", properties: { a: { $ref: "#/$defs/missing" } } } }),
+      'tools[0].input_schema.properties.a.$ref: "#/$defs/missing" resolves to nothing in this schema',
+    );
+    rejects(withTool({ output_schema: { $ref: "#/definitions/x" } }), /^tools\[0\]\.output_schema\.\$ref: "#\/definitions\/x" resolves to nothing/);
+  });
+  it("compiles tool schemas at load: keywords must have the shape a validator reads", () => {
+    rejects(withTool({ input_schema: { type: "object", properties: 5 } }), "tools[0].input_schema.properties: must be an object whose values are schemas");
+    rejects(withTool({ input_schema: { type: "object", properties: { a: "string" } } }), "tools[0].input_schema.properties.a: must be a schema (an object or a boolean)");
+    rejects(withTool({ input_schema: { type: "object", required: "a" } }), "tools[0].input_schema.required: must be an array of strings");
+    rejects(withTool({ input_schema: { type: "object", anyOf: {} } }), "tools[0].input_schema.anyOf: must be an array of schemas");
+    rejects(withTool({ input_schema: { type: "object", properties: { a: { type: "text" } } } }), /^tools\[0\]\.input_schema\.properties\.a\.type: must name JSON types/);
+    rejects(withTool({ input_schema: { type: "object", properties: { a: { pattern: "(" } } } }), "tools[0].input_schema.properties.a.pattern: is not a valid regular expression");
+    rejects(withTool({ input_schema: { type: "object", maxProperties: -1 } }), "tools[0].input_schema.maxProperties: must be a non-negative integer");
+    // Valid across drafts: draft 4's boolean exclusiveMaximum, array-form items, boolean schemas.
+    ok(withTool({ output_schema: { $schema: "http://json-schema.org/draft-04/schema#", type: "number", maximum: 5, exclusiveMaximum: true } }));
+    ok(withTool({ input_schema: { type: "object", properties: { t: { type: "array", items: [{ type: "string" }, true] }, u: false } } }));
+  });
   it("accepts a url with a query and rejects credentials, fragments and other schemes", () => {
     ok(withTool({ url: "https://tools.example.com/call?v=2" }));
     rejects(withTool({ url: "https://u:p@tools.example.com" }), "tools[0].url: must not contain credentials");

@@ -42,7 +42,7 @@ describe("model resolution from the offline catalog", () => {
   });
 });
 
-describe("reasoning effort (pi-harness.md §6, DECISIONS.md)", () => {
+describe("reasoning effort: checked strictly, never clamped", () => {
   it.each([
     ["openai", "gpt-4o-mini", ["off"]],
     ["openai", "gpt-5", ["minimal", "low", "medium", "high"]],

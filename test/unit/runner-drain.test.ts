@@ -47,9 +47,9 @@ describe("runner-host drain", () => {
     expect(drainMs).toBeLessThan(5_000);
     console.log(`drain with 3 sessions (2 running, 1 waiting): ${drainMs.toFixed(0)} ms`);
 
-    expect(control.messages.items.findLast((m) => m.type === "status")).toMatchObject({ draining: true });
-    control.send({ type: "attach", session: "dr-late", lease: 1, harness: "ref" });
-    expect(await control.messages.find((m) => m.type === "attach_refused")).toMatchObject({ session: "dr-late", reason: "draining" });
+    expect(control.messages.items.findLast((m) => m.t === "status")).toMatchObject({ draining: true });
+    control.send({ t: "attach", session: "dr-late", lease: 1, harness: "ref" });
+    expect(await control.messages.find((m) => m.t === "attach_refused")).toMatchObject({ session: "dr-late", reason: "draining" });
   });
 
   it("does not wait past its bound for an object that never acks", async () => {

@@ -162,7 +162,7 @@ export class FakeService {
     const fake = new FakeSession(name, lease);
     this.sessions.set(name, fake);
     const control = opts.control ?? (await this.control());
-    control.send({ type: "attach", session: name, lease, harness: opts.harness ?? "ref" });
+    control.send({ t: "attach", session: name, lease, harness: opts.harness ?? "ref" });
     return fake;
   }
 
@@ -186,8 +186,8 @@ export class FakeService {
           if (text === PING) return void ws.send(PONG);
           const m = ControlUpSchema.parse(JSON.parse(text));
           c.messages.push(m);
-          if (m.type === "hello") {
-            c.send({ type: "welcome", pool: "default" });
+          if (m.t === "hello") {
+            c.send({ t: "welcome", pool: "default" });
             this.controls.push(c);
           }
         });

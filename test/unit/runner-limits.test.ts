@@ -121,9 +121,9 @@ describe("runner-host capacity", () => {
 
     const hb = await heldTurn(rig, b, "busy-b");
     const hc = await heldTurn(rig, c, "busy-c");
-    control.send({ type: "attach", session: "ld-d", lease: 1, harness: "ref" });
-    expect(await control.messages.find((m) => m.type === "attach_refused")).toEqual({ type: "attach_refused", session: "ld-d", lease: 1, reason: "full" });
-    expect(control.messages.items.findLast((m) => m.type === "status")).toMatchObject({ capacity: { loaded: 2, loaded_limit: 2, idle: 0 } });
+    control.send({ t: "attach", session: "ld-d", lease: 1, harness: "ref" });
+    expect(await control.messages.find((m) => m.t === "attach_refused")).toEqual({ t: "attach_refused", session: "ld-d", lease: 1, reason: "full" });
+    expect(control.messages.items.findLast((m) => m.t === "status")).toMatchObject({ capacity: { loaded: 2, loaded_limit: 2, idle: 0 } });
     hb.release();
     hc.release();
     await Promise.all([turnEnd(b, hb.turn), turnEnd(c, hc.turn)]);

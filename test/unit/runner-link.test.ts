@@ -114,7 +114,7 @@ describe("runner-host session link", () => {
   it("gives the lease up when the link upgrade is refused with 409", async () => {
     rig = await Rig.start();
     const control = await rig.svc.control();
-    control.send({ type: "attach", session: "sess-other", lease: 1, harness: "ref" }); // no such object
+    control.send({ t: "attach", session: "sess-other", lease: 1, harness: "ref" }); // no such object
     const lost = await rig.logs.find((l) => l.msg === "session lease lost" && l.fields.session === "sess-other");
     expect(lost.fields.reason).toBe("link refused with HTTP 409");
     await rig.logs.find((l) => l.msg === "session detached" && l.fields.session === "sess-other");

@@ -21,8 +21,8 @@ describe("runner-host turns", () => {
     rig = await Rig.start();
     const control = await rig.svc.control();
     const hello = control.messages.items[0]!;
-    expect(hello).toMatchObject({ type: "hello", protocol: RUNNER_PROTOCOL, boot: rig.host.boot, harnesses: ["ref"], draining: false });
-    expect(hello.type === "hello" && CapacitySchema.parse(hello.capacity)).toEqual({ loaded: 0, loaded_limit: 1024, idle: 0 });
+    expect(hello).toMatchObject({ t: "hello", protocol: RUNNER_PROTOCOL, boot: rig.host.boot, harnesses: ["ref"], draining: false });
+    expect(hello.t === "hello" && CapacitySchema.parse(hello.capacity)).toEqual({ loaded: 0, loaded_limit: 1024, idle: 0 });
 
     const t0 = performance.now();
     const fake = await rig.open("sess-a");

@@ -8,7 +8,7 @@ import { hideParameters, mergeParameters, sameJson } from "../../src/session/bin
 import { TOOL_MAX_OUTPUT_BYTES } from "../../src/shared/config-tools.ts";
 import { awaitRuntimeResult, RuntimeReplies } from "../../runner-host/tools/runtime-tool.ts";
 import { SessionCredentials } from "../../runner-host/tools/credentials.ts";
-import type { ToolResult } from "../../runner-host/tools/types.ts";
+import type { ToolResult } from "../../src/shared/result-schema.ts";
 
 const ID = "a".repeat(32);
 

@@ -1,13 +1,15 @@
 /**
  * Host HTTP/SSE tool calls against a real node:http tool server on 127.0.0.1:0, one path per
  * test. Covers every class of spec "Errors › Tool errors" with the unknown_outcome of the
- * DECISIONS table, and the request the tool receives.
+ * table in docs/api.md "Tools", and the request the tool receives.
  */
 import http from "node:http";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { executeHostTool } from "../../runner-host/tools/dispatch.ts";
-import type { HostTool, ToolCallContext, ToolCallRequest, ToolResult } from "../../runner-host/tools/types.ts";
+import type { HostTool } from "../../src/shared/config-schema.ts";
+import type { ToolResult } from "../../src/shared/result-schema.ts";
+import type { ToolCallContext, ToolCallRequest } from "../../runner-host/tools/types.ts";
 
 type Seen = { method: string; headers: http.IncomingHttpHeaders; body: string };
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: string) => void;
@@ -206,7 +208,7 @@ describe("failures after dispatch: unknown_outcome true", () => {
 
   it("JSON that is not a Result", async () => {
     const tool = route((_q, res) => json(res, 200, { content: [{ type: "image", data: "AA==", mimeType: "image/png" }] }));
-    expectError(await call(tool).result, true, /invalid result: content\[0\]: image item needs/);
+    expectError(await call(tool).result, true, /invalid result: content\[0\]\.mime_type: /);
   });
 
   it("an answer of another content type", async () => {
@@ -293,6 +295,24 @@ describe("results", () => {
     const { progress, result } = call(tool);
     expect(await result).toEqual({ ...OK, structured_content: { n: 3 } });
     expect(progress).toEqual([{ step: 1 }, { step: 2 }]);
+  });
+
+  it("takes a result frame ended by CR line breaks, byte by byte", async () => {
+    const tool = route(async (_q, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      for (const ch of `event: progress\rdata: 1\r\revent: result\rdata: ${JSON.stringify(OK)}\r\r`) {
+        await new Promise<void>((r) => res.write(ch, () => r()));
+      }
+      res.end();
+    });
+    const { progress, result } = call(tool);
+    expect(await result).toEqual(OK);
+    expect(progress).toEqual([1]);
+  });
+
+  it("drops a result frame left unfinished at the end of the stream", async () => {
+    const tool = route((_q, res) => res.writeHead(200, { "content-type": "text/event-stream" }).end(`event: result\ndata: ${JSON.stringify(OK)}\n`));
+    expectError(await call(tool).result, true, /ended its event stream without a result/);
   });
 
   it("passes a valid structured_content and image content", async () => {

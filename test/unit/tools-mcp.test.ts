@@ -8,7 +8,9 @@ import net from "node:net";
 import { freePort, startEverything, type Everything } from "../helpers/mcp-everything.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { executeHostTool } from "../../runner-host/tools/dispatch.ts";
-import type { HostTool, ToolCallContext, ToolResult } from "../../runner-host/tools/types.ts";
+import type { HostTool } from "../../src/shared/config-schema.ts";
+import type { ToolResult } from "../../src/shared/result-schema.ts";
+import type { ToolCallContext } from "../../runner-host/tools/types.ts";
 
 const TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 

@@ -123,7 +123,7 @@ describe("readiness", () => {
     ws.accept();
     const welcome = new Promise<void>((resolve) => ws.addEventListener("message", () => resolve()));
     const capacity = { loaded: 0, loaded_limit: 4, idle: 0 };
-    ws.send(JSON.stringify({ type: "hello", protocol: RUNNER_PROTOCOL, runner_id: "c".repeat(32), boot: "d".repeat(32), harnesses: ["pi"], draining: false, capacity }));
+    ws.send(JSON.stringify({ t: "hello", protocol: RUNNER_PROTOCOL, runner_id: "c".repeat(32), boot: "d".repeat(32), harnesses: ["pi"], draining: false, capacity }));
     await welcome;
     // Within the period the probe answers from the snapshot, without asking the pool.
     expect((await probe()).status).toBe(503);

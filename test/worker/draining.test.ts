@@ -20,10 +20,10 @@ async function connectRunner(draining: boolean): Promise<WebSocket> {
   const welcome = new Promise<void>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error("no welcome from the pool")), 5_000);
     ws.addEventListener("message", (e) => {
-      if (JSON.parse(e.data as string).type === "welcome") (clearTimeout(t), resolve());
+      if (JSON.parse(e.data as string).t === "welcome") (clearTimeout(t), resolve());
     });
   });
-  ws.send(JSON.stringify({ type: "hello", protocol: RUNNER_PROTOCOL, runner_id: "a".repeat(32), boot: "b".repeat(32), harnesses: ["pi"], draining, capacity }));
+  ws.send(JSON.stringify({ t: "hello", protocol: RUNNER_PROTOCOL, runner_id: "a".repeat(32), boot: "b".repeat(32), harnesses: ["pi"], draining, capacity }));
   await welcome;
   return ws;
 }

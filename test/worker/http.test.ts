@@ -10,6 +10,7 @@ import type { Env } from "../../src/env.ts";
 import type { Event, EventList, Session } from "../../src/shared/api-schema.ts";
 import { parseHostConfigText } from "../../src/shared/config-schema.ts";
 import { newId } from "../../src/shared/ids.ts";
+import { RUNNER_PROTOCOL } from "../../src/shared/runner-protocol.ts";
 import { decryptCredential } from "../../src/session/credentials.ts";
 import type { EncryptedCredential } from "../../src/session/record.ts";
 import { api, BASE, createBody, env, createSession, expectApiError, sendMessage, sessionStub, TENANT, tokens } from "./helpers.ts";
@@ -118,9 +119,11 @@ describe("Request bodies: nesting depth", () => {
   const big = () => envWith({ limits: { ...(baseConfig.limits as object), input_bytes: 65536 } });
   /** `[[[…]]]` nested `n` levels, as raw JSON text. */
   const nested = (n: number) => `${"[".repeat(n)}${"]".repeat(n)}`;
+  /** `{"a":{"a":…{}}}` nested `n` levels: `parameters` must be an object. */
+  const nestedObject = (n: number) => `${'{"a":'.repeat(n - 1)}{}${"}".repeat(n - 1)}`;
   /** A create body whose deepest point is exactly `total` levels (the root object is level 1). */
   const withParameters = (total: number) =>
-    `{"harness":"pi","config":{"model":"openai/m","tools":[],"bindings":[{"alias":"a","parameters":${nested(total - 4)}}]}}`;
+    `{"harness":"pi","config":{"model":"openai/m","tools":[],"bindings":[{"alias":"a","parameters":${nestedObject(total - 4)}}]}}`;
   const withInputSchema = (depth: number) =>
     `{"harness":"pi","config":{"model":"openai/m","tools":[],"bindings":[{"alias":"a","runtime":[{"name":"t","description":"d","input_schema":{"type":"object","x":${nested(depth)}}}]}]}}`;
 
@@ -144,6 +147,34 @@ describe("Request bodies: nesting depth", () => {
     const text = `\\"${"[{".repeat(200)}`;
     const body = `{"harness":"pi","config":{"model":"openai/m","tools":[],"instructions":"${text}"}}`;
     expect((await call(big(), "/sessions", { method: "POST", body })).status).toBe(201);
+  });
+});
+
+describe("runner-host dial-in", () => {
+  const RUNNER_SECRET = "runner-secret-0123456789abcdef-0123";
+  const withRunners = () => envWith({ runners: { token_env: "RUNNER_SECRET" } }, { RUNNER_SECRET });
+
+  it("opens the control socket only with the runner secret: anything else is 401 forbidden", async () => {
+    const e2 = withRunners();
+    const upgrade = { headers: { Upgrade: "websocket" } };
+    for (const token of ["", "wrong-secret-0123456789abcdef-0123", tokens.manage, `${RUNNER_SECRET}x`]) {
+      const res = await call(e2, "/internal/runners/control", { ...upgrade, token });
+      expect((await expectApiError(res, 401, "forbidden")).message).toBe("runner secret is missing or wrong");
+      expect(res.headers.get("WWW-Authenticate")).toBe("Bearer");
+    }
+    const res = await call(e2, `/internal/runners/control?protocol=${RUNNER_PROTOCOL}&region=default`, { ...upgrade, token: RUNNER_SECRET });
+    expect(res.status).toBe(101);
+    res.webSocket!.accept();
+    res.webSocket!.close(1000, "test done");
+  });
+
+  it("refuses a session link whose object name or lease is malformed", async () => {
+    const e2 = withRunners();
+    const id = newId();
+    for (const query of [`session=${id}&lease=1`, `session=${id}:&lease=1`, `session=${id.toUpperCase()}:${TENANT}&lease=1`, `session=${id}:${TENANT}&lease=0`]) {
+      const res = await call(e2, `/internal/runners/link?${query}`, { headers: { Upgrade: "websocket" }, token: RUNNER_SECRET });
+      expect((await expectApiError(res, 400, "invalid_request")).message).toBe("session and lease are required");
+    }
   });
 });
 

@@ -1,7 +1,7 @@
 /**
- * Placement (spec Limits `loaded`, DECISIONS.md): a message that needs the session placed gets
- * `429 overloaded` when every runner-host serving its harness is at `limits.loaded` with nothing
- * idle to drop; with no runner-host connected at all it is accepted and waits.
+ * Placement (spec Limits `loaded`, docs/api.md "Sending input"): a message that needs the session
+ * placed gets `429 overloaded` when every runner-host serving its harness is at `limits.loaded`
+ * with nothing idle to drop; with no runner-host connected at all it is accepted and waits.
  */
 import { describe, expect, it } from "vitest";
 import { RUNNER_PROTOCOL } from "../../src/shared/runner-protocol.ts";
@@ -15,10 +15,10 @@ async function connectRunner(capacity: { loaded: number; loaded_limit: number; i
   const welcome = new Promise<void>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error("no welcome from the pool")), 5_000);
     ws.addEventListener("message", (e) => {
-      if (JSON.parse(e.data as string).type === "welcome") (clearTimeout(t), resolve());
+      if (JSON.parse(e.data as string).t === "welcome") (clearTimeout(t), resolve());
     });
   });
-  ws.send(JSON.stringify({ type: "hello", protocol: RUNNER_PROTOCOL, runner_id: "c".repeat(32), boot: "d".repeat(32), harnesses: ["pi"], draining: false, capacity }));
+  ws.send(JSON.stringify({ t: "hello", protocol: RUNNER_PROTOCOL, runner_id: "c".repeat(32), boot: "d".repeat(32), harnesses: ["pi"], draining: false, capacity }));
   await welcome;
   return ws;
 }

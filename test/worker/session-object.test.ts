@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import type { Event, EventList, Session } from "../../src/shared/api-schema.ts";
 import { newId } from "../../src/shared/ids.ts";
 import { CHUNK_BYTES, EventLog, MAX_RECORD_BYTES, READ_BYTES, RecordTooLarge, type NewEvent } from "../../src/session/event-log.ts";
+import { concatBytes } from "../../src/shared/bytes.ts";
 import { appendRecords as append, env, freshSession, ok, type Stub } from "./helpers.ts";
 
 const encoder = new TextEncoder();
@@ -51,15 +52,6 @@ function logBytes(stub: Stub) {
   return runInDurableObject(stub, (_, state) => state.storage.sql.exec<{ b: number }>("SELECT log_bytes AS b FROM session").one().b);
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  const all = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
-  let at = 0;
-  for (const p of parts) {
-    all.set(p, at);
-    at += p.byteLength;
-  }
-  return all;
-}
 
 describe("SessionObject lifecycle", () => {
   it("creates a session once; a second create is 409 conflict", async () => {
@@ -151,7 +143,7 @@ describe("event log records (spec Events: retained records are capped at 4 MiB)"
     const { row, parts } = await storedRows(stub, logged!.seq);
     expect(row).toEqual({ data: null, chunks: 2, bytes: size + 1 });
     expect(parts.map((p) => p.byteLength)).toEqual([CHUNK_BYTES, 3]);
-    expect(concat(parts)).toEqual(encoder.encode(line));
+    expect(concatBytes(parts)).toEqual(encoder.encode(line));
 
     const { events } = ok<EventList>(await stub.readEvents("", 10));
     expect(events).toHaveLength(1);
@@ -176,7 +168,7 @@ describe("event log records (spec Events: retained records are capped at 4 MiB)"
     const line = JSON.stringify(logged!.event);
     const { row, parts } = await storedRows(stub, logged!.seq);
     expect(row).toEqual({ data: null, chunks: 5, bytes: MAX_RECORD_BYTES + 1 });
-    expect(concat(parts)).toEqual(encoder.encode(line));
+    expect(concatBytes(parts)).toEqual(encoder.encode(line));
     const { events } = ok<EventList>(await stub.readEvents("", 10));
     expect(lineOf(events[0]!)).toBe(line);
   });
