@@ -5,9 +5,10 @@
  * `-check` loads none of them and starts nothing.
  */
 import type { HostConfig } from "../src/shared/config-schema.ts";
+import { deployProblems } from "../src/shared/config-persistence.ts";
 import { loadConfigFile, loadEnvFileBeside } from "./config-file.ts";
 
-export const USAGE = `usage: svc [runner] -config <path> [-check]
+export const USAGE = `usage: svc [runner] -config <path> [-check [-deploy]]
 
   svc -config <path>          run the local stack: the service and a runner-host on this machine
   svc runner -config <path>   run a runner-host that dials the configured service
@@ -15,6 +16,7 @@ export const USAGE = `usage: svc [runner] -config <path> [-check]
 flags:
   -config <path>   host configuration file (JSON, at most 4 MiB), relative to the working directory
   -check           validate the file and every environment variable it names, then exit
+  -deploy          with -check: also refuse what only the local stack can serve (filesystem persistence)
   -no-runner       local stack only: start the service without its in-process runner-host
                    (run \`svc runner\` separately; until one connects, messages wait)
   -h, -help        show this help
@@ -29,7 +31,7 @@ type RunnerMain = {
   runRunnerHost(o: { config: HostConfig; configPath: string }): Promise<number | void>;
 };
 
-type Args = { command: "local" | "runner"; config: string; check: boolean; runner: boolean };
+type Args = { command: "local" | "runner"; config: string; check: boolean; runner: boolean; deploy: boolean };
 type ParsedArgs = { ok: true; args: Args } | { ok: false; help: boolean; problem?: string };
 
 export function parseArgs(argv: readonly string[]): ParsedArgs {
@@ -41,6 +43,7 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
   }
   let config: string | undefined;
   let check = false;
+  let deploy = false;
   let runner = true;
   while (rest.length > 0) {
     const arg = rest.shift()!;
@@ -52,6 +55,8 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
       const value = inline ?? rest.shift();
       if (value === undefined || value === "") return { ok: false, help: false, problem: "-config needs a path" };
       config = value;
+    } else if (name === "deploy" && inline === undefined) {
+      deploy = true;
     } else if (name === "no-runner" && inline === undefined) {
       runner = false;
     } else if (name === "check") {
@@ -64,7 +69,8 @@ export function parseArgs(argv: readonly string[]): ParsedArgs {
     }
   }
   if (config === undefined) return { ok: false, help: false, problem: "-config <path> is required" };
-  return { ok: true, args: { command, config, check, runner } };
+  if (deploy && !check) return { ok: false, help: false, problem: "-deploy goes with -check" };
+  return { ok: true, args: { command, config, check, runner, deploy } };
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -77,7 +83,7 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`svc: ${parsed.problem}\n${USAGE}`);
     return 2;
   }
-  const { command, config: configArg, check, runner } = parsed.args;
+  const { command, config: configArg, check, runner, deploy } = parsed.args;
 
   const envFile = loadEnvFileBeside(configArg);
   if (envFile) process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "environment file loaded", path: envFile })}\n`);
@@ -87,6 +93,9 @@ export async function main(argv: string[]): Promise<number> {
     return 1;
   }
   if (check) {
+    const refused = deploy ? deployProblems(loaded.config.persistence) : [];
+    for (const problem of refused) process.stderr.write(`${configArg}: ${problem}\n`);
+    if (refused.length > 0) return 1;
     process.stdout.write(`config ok: ${loaded.path}\n`);
     return 0;
   }

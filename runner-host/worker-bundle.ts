@@ -12,6 +12,7 @@ export const DURABLE_OBJECTS = {
   SESSIONS: "SessionObject",
   TENANTS: "TenantObject",
   RUNNERS: "RunnerPool",
+  SYNC_BACKLOG: "SyncBacklog",
 } as const;
 
 const ENTRY = fileURLToPath(new URL("../src/index.ts", import.meta.url));

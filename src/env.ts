@@ -1,3 +1,4 @@
+import type { SyncBacklog } from "./persistence/backlog-object.ts";
 import type { RunnerPool } from "./runner/runner-pool.ts";
 import type { SessionObject } from "./session/session-object.ts";
 import type { TenantObject } from "./tenant/tenant-object.ts";
@@ -13,6 +14,11 @@ export type Env = {
   SESSIONS: DurableObjectNamespace<SessionObject>;
   TENANTS: DurableObjectNamespace<TenantObject>;
   RUNNERS: DurableObjectNamespace<RunnerPool>;
+  SYNC_BACKLOG: DurableObjectNamespace<SyncBacklog>;
+  /** Persistence `r2`: the bound bucket, when the deployment binds one (wrangler.toml). */
+  PERSISTENCE?: R2Bucket;
+  /** Persistence `filesystem`: the local stack's file service. */
+  PERSISTENCE_FS?: Fetcher;
 } & Record<string, unknown>;
 
 /** Secrets and other variables named by the host config, as a plain string map. */

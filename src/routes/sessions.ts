@@ -1,7 +1,7 @@
 /** `/sessions` and `/sessions/{id}/*`: authorization here, state in the objects. */
 import { Hono } from "hono";
 import { CreateSessionSchema, EmptySchema, InputSchema, RestoreSchema } from "../shared/api-schema.ts";
-import { forbidden, unsupported, unwrap } from "../shared/errors.ts";
+import { forbidden, invalid, unsupported, unwrap } from "../shared/errors.ts";
 import { refuseInspection, requireManage, requireSessionAccess, requireToken, requireWrite } from "../http/auth.ts";
 import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
@@ -9,7 +9,8 @@ import { pageLimit, pathId } from "../http/params.ts";
 import { openSessionStream } from "../http/sse-relay.ts";
 import { refuseWhenDraining } from "../http/draining.ts";
 import { prepareSession } from "../session/create.ts";
-import { sessionObjectName } from "../session/session-object.ts";
+import { existingSession, reserveSession } from "../persistence/lookup.ts";
+import { ID_PATTERN } from "../shared/ids.ts";
 
 export const sessions = new Hono<AppEnv>();
 
@@ -19,8 +20,9 @@ function bodyCap(c: AppContext): number {
   return c.get("runtime").config.limits.input_bytes + BODY_OVERHEAD_BYTES;
 }
 
+/** The session's object; an id that exists nowhere is `404` without anything being written. */
 function sessionStub(c: AppContext, id: string) {
-  return c.env.SESSIONS.getByName(sessionObjectName(c.get("principal").tenant, id));
+  return existingSession(c.env, c.get("runtime"), c.get("principal").tenant, id);
 }
 
 /** Resolves `{id}` and checks the token may reach it (inspection tokens only where allowed). */
@@ -38,7 +40,8 @@ sessions.post("/", async (c) => {
   await refuseWhenDraining(c);
   const body = parseBody(await readBody(c.req.raw, bodyCap(c)), CreateSessionSchema);
   const prepared = await prepareSession(c.get("runtime"), p.tenant, body);
-  const session = unwrap(await sessionStub(c, prepared.id).create(prepared));
+  await reserveSession(c.env, p.tenant, prepared.id);
+  const session = unwrap(await (await sessionStub(c, prepared.id)).create(prepared));
   return c.json(session, 201);
 });
 
@@ -53,19 +56,19 @@ sessions.get("/", async (c) => {
 
 sessions.get("/:id", async (c) => {
   const id = target(c);
-  return c.json(unwrap(await sessionStub(c, id).get()));
+  return c.json(unwrap(await (await sessionStub(c, id)).get()));
 });
 
 sessions.post("/:id/close", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
   parseBody(await readBody(c.req.raw, bodyCap(c)), EmptySchema, {});
-  return c.json(unwrap(await sessionStub(c, id).close()), 202);
+  return c.json(unwrap(await (await sessionStub(c, id)).close()), 202);
 });
 
 sessions.get("/:id/events", async (c) => {
   const id = target(c, true);
-  const stub = sessionStub(c, id);
+  const stub = await sessionStub(c, id);
   const call = c.get("principal").inspectCall;
   if (wantsEventStream(c.req.header("Accept"))) {
     // A present `after` wins over Last-Event-ID, also when empty (DECISIONS.md).
@@ -85,49 +88,48 @@ sessions.post("/:id/events", async (c) => {
   const input = parseBody(await readBody(c.req.raw, bodyCap(c)), InputSchema);
   if (input.type === "user.message") await refuseWhenDraining(c);
   const traceparent = c.req.header("traceparent");
-  return c.json(unwrap(await sessionStub(c, id).send(input, traceparent)), 202);
+  return c.json(unwrap(await (await sessionStub(c, id)).send(input, traceparent)), 202);
 });
 
 sessions.post("/:id/resume", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
   parseBody(await readBody(c.req.raw, bodyCap(c)), EmptySchema, {});
-  return c.json(unwrap(await sessionStub(c, id).resume()));
+  return c.json(unwrap(await (await sessionStub(c, id)).resume()));
 });
 
-/**
- * Flush, sync and restore need `persistence`. Without it they are `422 unsupported` (spec); with
- * it, this build has no uploader yet and says so the same way, after the usual checks.
- */
-function persistenceUnsupported(c: AppContext): never {
-  const configured = c.get("runtime").config.persistence !== null;
-  throw unsupported(
-    configured
-      ? "flush, sync and restore are not available in this build of the service"
-      : "flush, sync and restore need persistence in the host configuration",
-  );
+/** Flush, sync and restore need `persistence` (spec: `422 unsupported` without it). */
+function requirePersistence(c: AppContext): void {
+  if (c.get("runtime").config.persistence === null) {
+    throw unsupported("flush, sync and restore need persistence in the host configuration");
+  }
 }
 
 sessions.post("/:id/flush", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
   parseBody(await readBody(c.req.raw, bodyCap(c)), EmptySchema, {});
-  unwrap(await sessionStub(c, id).get());
-  persistenceUnsupported(c);
+  const stub = await sessionStub(c, id);
+  requirePersistence(c);
+  return c.json(unwrap(await stub.flush()));
 });
 
 sessions.get("/:id/sync", async (c) => {
   const id = target(c);
-  unwrap(await sessionStub(c, id).get());
-  persistenceUnsupported(c);
+  const stub = await sessionStub(c, id);
+  requirePersistence(c);
+  return c.json(unwrap(await stub.syncStatus()));
 });
 
 sessions.post("/:id/restore", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
-  parseBody(await readBody(c.req.raw, bodyCap(c)), RestoreSchema);
-  unwrap(await sessionStub(c, id).get());
-  persistenceUnsupported(c);
+  const body = parseBody(await readBody(c.req.raw, bodyCap(c)), RestoreSchema);
+  const stub = await sessionStub(c, id);
+  requirePersistence(c);
+  // A checkpoint reference is a checkpoint id: 32 hex (docs/api.md).
+  if (!ID_PATTERN.test(body.checkpoint)) throw invalid("checkpoint: must be a 32-hex checkpoint id");
+  return c.json(unwrap(await stub.restore(body.checkpoint.toLowerCase())));
 });
 
 function wantsEventStream(accept: string | undefined): boolean {

@@ -17,6 +17,8 @@ import { log } from "../log.ts";
 import { getRuntime } from "../runtime.ts";
 import { POOL_NAME } from "../runner/pool-name.ts";
 import { migrate } from "../storage/migrate.ts";
+import { SessionSync, type SyncStatus } from "../persistence/session-sync.ts";
+import { sessionObjectName } from "./object-name.ts";
 import type { LoggedEvent } from "./event-log.ts";
 import { openMessages, providerGrant } from "./open-message.ts";
 import { toSession, type NewSession } from "./record.ts";
@@ -27,8 +29,9 @@ import { Turns } from "./turns.ts";
 import m0001 from "../../migrations/session/0001_init.sql";
 import m0002 from "../../migrations/session/0002_turns.sql";
 import m0003 from "../../migrations/session/0003_ended_calls.sql";
+import m0004 from "../../migrations/session/0004_sync.sql";
 
-const MIGRATIONS = [m0001, m0002, m0003];
+const MIGRATIONS = [m0001, m0002, m0003, m0004];
 
 /** Retry delay for a tenant-index push that failed, ms. Only armed while the index is behind. */
 const INDEX_RETRY_MS = 2_000;
@@ -39,15 +42,14 @@ const INDEX_RETRY_MS = 2_000;
  */
 export const LINK_GRACE_MS = 10_000;
 
-export function sessionObjectName(tenant: string, id: string): string {
-  return `${id}:${tenant}`;
-}
+export { sessionObjectName };
 
 export class SessionObject extends DurableObject<Env> {
   readonly #state: SessionState;
   readonly #subs: Subscribers;
   readonly #turns: Turns;
   readonly #link: RunnerLink;
+  readonly #sync: SessionSync;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -57,12 +59,45 @@ export class SessionObject extends DurableObject<Env> {
     this.#subs = new Subscribers(ctx);
     this.#turns = new Turns(this.#state);
     this.#link = new RunnerLink(ctx, this.#state);
+    this.#sync = new SessionSync({ env, state: this.#state, arm: (at) => this.#armAlarm(at) });
   }
 
   async create(n: NewSession): Promise<Result<Session>> {
-    const r = asResult(() => this.#state.create(n, now()));
+    const r = await asResultAsync(async () => {
+      if (!this.#state.row()) await this.#sync.admit(sessionObjectName(n.tenant, n.id));
+      return this.#state.create(n, now());
+    });
     if (r.ok) await this.#pushIndex();
     return r;
+  }
+
+  /** Persistence (src/persistence): flush, sync status, restore, load, and the backlog's wake-up. */
+  flush(): Promise<Result<SyncStatus>> {
+    return asResultAsync(() => (this.#state.require(), this.#sync.flush()));
+  }
+
+  syncStatus(): Result<SyncStatus> {
+    return asResult(() => this.#sync.status());
+  }
+
+  async restore(checkpoint: string): Promise<Result<Session>> {
+    const r = await asResultAsync(async () => {
+      await this.#sync.restore(checkpoint, () => this.#link.release("restored from a checkpoint"));
+      this.#subs.endAll("restored from a checkpoint");
+      return toSession(this.#state.require());
+    });
+    if (r.ok) await this.#pushIndex();
+    return r;
+  }
+
+  async load(tenant: string, id: string): Promise<Result<boolean>> {
+    const r = await asResultAsync(() => this.#sync.load(tenant, id));
+    if (r.ok && r.value) await this.#pushIndex();
+    return r;
+  }
+
+  async syncKick(): Promise<void> {
+    await this.#sync.kick();
   }
 
   get(): Result<Session> {
@@ -86,6 +121,11 @@ export class SessionObject extends DurableObject<Env> {
         const canPlace = await this.env.RUNNERS.getByName(POOL_NAME).canPlace(row.harness);
         if (!canPlace) return { ok: false, error: overloaded("every runner-host is at its loaded-session limit").toBody() };
       }
+    }
+    if (input.type === "user.message" && this.#state.row()?.status === "idle") {
+      const r = this.#state.require();
+      const admitted = await asResultAsync(() => this.#sync.admit(sessionObjectName(r.tenant, r.id)));
+      if (!admitted.ok) return admitted;
     }
     const running = this.#turns.running()?.event_id;
     return this.#commit(() => {
@@ -192,6 +232,7 @@ export class SessionObject extends DurableObject<Env> {
       }
     }
     await this.#afterChange();
+    await this.#sync.alarm();
   }
 
   #onRunnerMessage(ws: WebSocket, text: string): Promise<void> | void {
@@ -354,6 +395,7 @@ export class SessionObject extends DurableObject<Env> {
 
   /** Pushes the current summary to the tenant index; on failure an alarm retries until it lands. */
   async #pushIndex(): Promise<void> {
+    await this.#sync.changed();
     const row = this.#state.row();
     if (!row || row.indexed_version >= row.version) return;
     try {

@@ -65,3 +65,14 @@ export const PersistenceSchema = z
   .transform((p) => (p.provider === "r2" && p.region === undefined ? { ...p, region: "auto" } : p));
 
 export type Persistence = z.output<typeof PersistenceSchema>;
+
+/**
+ * What a deployed Worker cannot serve (`svc -check -deploy`): `filesystem` needs the local stack's
+ * file service, which a deployment does not have.
+ */
+export function deployProblems(p: Persistence | null): string[] {
+  if (p?.provider === "filesystem") {
+    return ['persistence.provider: "filesystem" works only in the local stack (svc -config); a deployment needs r2, s3 or gcs'];
+  }
+  return [];
+}
