@@ -135,7 +135,10 @@ export class SessionSync {
     const s = this.#row();
     if (!s) return;
     if (s.dirty_at === null) return this.#leaveIfQueued(s);
-    await this.#arm(s.retry_at ?? Date.now());
+    // After a restart the upload resumes now, not an interval later; a backoff in force stays.
+    const at = s.retry_at ?? Date.now();
+    this.#state.storage.sql.exec("UPDATE sync SET retry_at = ?", at);
+    await this.#arm(at);
   }
 
   async #leaveIfQueued(s: SyncRow): Promise<void> {
