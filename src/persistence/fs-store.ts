@@ -11,11 +11,14 @@ import { httpFailure, StoreError, type ObjectStore } from "./store.ts";
 
 export const FS_BINDING = "PERSISTENCE_FS";
 
+/** What the store needs of the binding (a Worker `Fetcher`). */
+export type FileService = { fetch(input: string, init?: RequestInit): Promise<Response> };
+
 export class FsStore implements ObjectStore {
   readonly kind = "filesystem";
-  readonly #service: Fetcher;
+  readonly #service: FileService;
 
-  constructor(service: Fetcher) {
+  constructor(service: FileService) {
     this.#service = service;
   }
 

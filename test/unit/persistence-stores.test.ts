@@ -54,7 +54,7 @@ const stores: [string, () => ObjectStore][] = [
   ["s3 (SigV4, path-style endpoint)", () => new S3Store({ kind: "s3", bucket: "sess", region: "us-east-1", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "S3RVER" })],
   ["r2 over the S3 API (region auto)", () => new S3Store({ kind: "r2", bucket: "sess", region: "auto", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "S3RVER" })],
   ["gcs (JSON API, service-account token)", () => new GcsStore({ bucket: "sess", credential: serviceAccount(`${gcs.url}/token`), emulator: gcs.url })],
-  ["filesystem (the local stack's file service)", () => new FsStore({ fetch: (u: string, init?: RequestInit) => persistenceFsHandler(fsDir)(new Request(u, init)) } as unknown as Fetcher)],
+  ["filesystem (the local stack's file service)", () => new FsStore({ fetch: (u: string, init?: RequestInit) => persistenceFsHandler(fsDir)(new Request(u, init)) })],
 ];
 
 describe.each(stores)("persistence provider %s", (_name, make) => {
