@@ -10,6 +10,8 @@ import { openSessionStream } from "../http/sse-relay.ts";
 import { refuseWhenDraining } from "../http/draining.ts";
 import { prepareSession } from "../session/create.ts";
 import { existingSession, reserveSession } from "../persistence/lookup.ts";
+import { mergePages, mirrorConnection, mirrorList, type MirrorRow } from "../persistence/pg-mirror.ts";
+import { log } from "../log.ts";
 import { ID_PATTERN } from "../shared/ids.ts";
 
 export const sessions = new Hono<AppEnv>();
@@ -50,8 +52,18 @@ sessions.get("/", async (c) => {
   refuseInspection(p);
   const limit = pageLimit(c.req.query("limit"));
   const after = c.req.query("after") ?? "";
-  const list = await c.env.TENANTS.getByName(p.tenant).list(after, limit, p.session);
-  return c.json({ sessions: list });
+  const index = c.env.TENANTS.getByName(p.tenant);
+  const conn = mirrorConnection(c.env, c.get("runtime"));
+  if (!conn) return c.json({ sessions: await index.list(after, limit, p.session) });
+  // With the PostgreSQL mirror, sessions of other deployments sharing it are listed too.
+  const local = await index.listRows(after, limit, p.session);
+  let shared: MirrorRow[] = [];
+  try {
+    shared = await mirrorList(conn, p.tenant, after, limit, p.session);
+  } catch (e) {
+    log("warn", "session mirror unreachable; listing this deployment's sessions", { error: String(e) });
+  }
+  return c.json({ sessions: mergePages(local, shared, limit) });
 });
 
 sessions.get("/:id", async (c) => {

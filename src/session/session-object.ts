@@ -399,7 +399,7 @@ export class SessionObject extends DurableObject<Env> {
     const row = this.#state.row();
     if (!row || row.indexed_version >= row.version) return;
     try {
-      await this.env.TENANTS.getByName(row.tenant).upsert(row.id, row.version, toSession(row));
+      await this.env.TENANTS.getByName(row.tenant).upsert(row.id, row.version, toSession(row), row.tenant);
       this.#state.markIndexed(row.version);
     } catch (e) {
       log("warn", "tenant index push failed", { session_id: row.id, error: String(e) });
