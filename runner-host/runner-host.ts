@@ -15,7 +15,8 @@ import { ControlClient, type AttachOrder } from "./control.ts";
 import { HarnessPool } from "./harness-pool.ts";
 import { log as defaultLog, type Logger } from "./log.ts";
 import { SessionRunner } from "./session-runner.ts";
-import { initTelemetry, type Telemetry } from "./telemetry.ts";
+import { initTelemetry, METRIC_INTERVAL_MS, type Telemetry } from "./telemetry.ts";
+import { WorkerMetricsSchema } from "../src/shared/metrics-protocol.ts";
 import type { TurnEnd } from "./turn.ts";
 import type { HostTool, ToolEnv } from "./tools/types.ts";
 
@@ -31,6 +32,8 @@ export const SESSION_IDLE_MS = 5 * 60_000;
  */
 export const SESSION_DROP_MS = 30 * 60_000;
 /** How a turn running at shutdown ends (spec "Operational behaviour", "Session errors"). */
+/** Bound on one read of the Worker's metrics, ms: well inside the export interval. */
+const WORKER_METRICS_TIMEOUT_MS = 5_000;
 const SHUTDOWN_END: TurnEnd = { status: "interrupted", error: { code: "conflict", message: "the service is shutting down" } };
 
 export type RunnerHostOptions = {
@@ -65,6 +68,7 @@ export class RunnerHost {
   #draining: Promise<void> | undefined;
   #sweep: NodeJS.Timeout | undefined;
   #telemetry: Telemetry | undefined;
+  #workerMetrics: NodeJS.Timeout | undefined;
 
   constructor(o: RunnerHostOptions) {
     this.#o = o;
@@ -100,6 +104,10 @@ export class RunnerHost {
 
   start(): void {
     this.#telemetry = initTelemetry(this.#o.env ?? process.env, this.#log);
+    if (this.#telemetry.enabled) {
+      this.#workerMetrics = setInterval(() => void this.#pullWorkerMetrics(), METRIC_INTERVAL_MS);
+      this.#workerMetrics.unref();
+    }
     this.#control.start();
     const idleMs = this.#o.sessionIdleMs ?? SESSION_IDLE_MS;
     const dropMs = this.#o.sessionDropMs ?? SESSION_DROP_MS;
@@ -141,7 +149,26 @@ export class RunnerHost {
   async stop(): Promise<void> {
     await this.drain();
     this.#control.stop();
+    clearInterval(this.#workerMetrics);
+    if (this.#telemetry?.enabled) await this.#pullWorkerMetrics();
     await this.#telemetry?.shutdown(); // exports what the last turns recorded; never throws
+  }
+
+  /**
+   * The Worker has no exporter: its metric deltas (sync backlog, upload rounds, transcript growth)
+   * are read here every export interval and recorded by this process's meters. Never throws.
+   */
+  async #pullWorkerMetrics(): Promise<void> {
+    try {
+      const res = await fetch(`${this.#o.baseUrl}/internal/metrics`, {
+        headers: { Authorization: `Bearer ${this.#o.secret}` },
+        signal: AbortSignal.timeout(WORKER_METRICS_TIMEOUT_MS),
+      });
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      this.#telemetry?.workerMetrics(WorkerMetricsSchema.parse(await res.json()));
+    } catch (e) {
+      this.#log("warn", "could not read the worker's metrics", { error: String((e as Error)?.message ?? e) });
+    }
   }
 
   #onAttach(order: AttachOrder): void {

@@ -30,6 +30,7 @@ import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
 import { BatchSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
+import type { WorkerMetrics } from "../src/shared/metrics-protocol.ts";
 import type { Logger } from "./log.ts";
 
 /** Metric export interval, ms. Spec "Operational behaviour": "Metrics are exported every 15 seconds". */
@@ -69,6 +70,8 @@ export interface Telemetry {
   toolCall(tool: string, outcome: ToolOutcome, ms: number): void;
   /** `svc.native.appended_bytes`: the JSON size of native records a harness appended. */
   nativeAppended(records: unknown[]): void;
+  /** The Worker's metric deltas (`GET /internal/metrics`): sync backlog, rounds, failures, transcript growth. */
+  workerMetrics(m: WorkerMetrics): void;
   /** Exports what is pending now. Never throws. */
   flush(): Promise<void>;
   /** Exports what is pending and stops. Never throws. */
@@ -93,6 +96,7 @@ class NoopTelemetry implements Telemetry {
   runnerStartup(): void {}
   toolCall(): void {}
   nativeAppended(): void {}
+  workerMetrics(): void {}
   async flush(): Promise<void> {}
   async shutdown(): Promise<void> {}
 }
@@ -148,6 +152,10 @@ class OtlpTelemetry implements Telemetry {
   readonly #toolCalls: Counter;
   readonly #toolDuration: Histogram;
   readonly #nativeBytes: Counter;
+  readonly #transcriptBytes: Counter;
+  readonly #syncDuration: Histogram;
+  readonly #syncFailures: Counter;
+  #syncPending = 0;
   #stopped: Promise<void> | undefined;
 
   constructor(endpoint: string, headers: Record<string, string>, log: Logger) {
@@ -177,6 +185,12 @@ class OtlpTelemetry implements Telemetry {
     this.#toolCalls = meter.createCounter("svc.tool.calls", { unit: "{call}", description: "Tool calls, by tool and outcome", valueType: ValueType.INT });
     this.#toolDuration = ms("svc.tool.duration", "Tool call latency, by tool and outcome");
     this.#nativeBytes = meter.createCounter("svc.native.appended_bytes", { unit: "By", description: "Growth of native harness state", valueType: ValueType.INT });
+    this.#transcriptBytes = meter.createCounter("svc.transcript.bytes", { unit: "By", description: "Growth of event logs", valueType: ValueType.INT });
+    this.#syncDuration = ms("svc.sync.duration", "Duration of one external upload round");
+    this.#syncFailures = meter.createCounter("svc.sync.failures", { unit: "{round}", description: "Failed external upload rounds", valueType: ValueType.INT });
+    meter
+      .createObservableGauge("svc.sync.pending", { unit: "{session}", description: "Sessions waiting to upload to external storage", valueType: ValueType.INT })
+      .addCallback((r) => r.observe(this.#syncPending));
     // Failed periodic exports surface here (an unreachable collector): log them, never throw.
     setGlobalErrorHandler((err) => log("warn", "telemetry export failed", { error: String((err as Error)?.message ?? err) }));
   }
@@ -232,6 +246,13 @@ class OtlpTelemetry implements Telemetry {
   }
   nativeAppended(records: unknown[]): void {
     this.#nativeBytes.add(Buffer.byteLength(JSON.stringify(records)));
+  }
+
+  workerMetrics(m: WorkerMetrics): void {
+    this.#syncPending = m.sync_pending;
+    for (const d of m.sync_duration_ms) this.#syncDuration.record(d);
+    if (m.sync_failures > 0) this.#syncFailures.add(m.sync_failures);
+    if (m.transcript_bytes > 0) this.#transcriptBytes.add(m.transcript_bytes);
   }
 
   flush(): Promise<void> {

@@ -11,6 +11,9 @@
  * deployed) it wakes every queued session, which re-arms its upload alarm or leaves the queue;
  * readiness stays `503` until that scan has finished.
  *
+ * It also holds the deployment's metric totals between two reads by a runner-host (in memory: a
+ * restart loses at most one export interval of counts).
+ *
  * Storage layout: `queued(name, since)` (migrations/sync_backlog).
  */
 import { DurableObject } from "cloudflare:workers";
@@ -18,6 +21,8 @@ import type { Env } from "../env.ts";
 import { log } from "../log.ts";
 import { migrate } from "../storage/migrate.ts";
 import m0001 from "../../migrations/sync_backlog/0001_init.sql";
+import { MAX_DURATION_SAMPLES, type WorkerMetrics } from "../shared/metrics-protocol.ts";
+import type { MetricDelta } from "../worker-metrics.ts";
 
 export const BACKLOG_NAME = "sync-backlog";
 /** Sessions the startup scan wakes at once. */
@@ -28,6 +33,7 @@ export type BacklogStatus = { pending: number; scanned: boolean };
 export class SyncBacklog extends DurableObject<Env> {
   #scan: Promise<void> | undefined;
   #scanned = false;
+  #metrics: MetricDelta = { transcript_bytes: 0, sync_duration_ms: [], sync_failures: 0 };
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -47,14 +53,30 @@ export class SyncBacklog extends DurableObject<Env> {
     return true;
   }
 
-  leave(name: string): void {
+  /** Leaves the queue; `metrics`: the leaving isolate's counts, carried along (src/worker-metrics.ts). */
+  leave(name: string, metrics?: MetricDelta): void {
     this.ctx.storage.sql.exec("DELETE FROM queued WHERE name = ?", name);
+    if (metrics) this.addMetrics(metrics);
   }
 
   /** Starts the startup scan on the first call of this object's life. */
   status(): BacklogStatus {
     this.#scan ??= this.#runScan();
     return { pending: this.#count(), scanned: this.#scanned };
+  }
+
+  addMetrics(d: MetricDelta): void {
+    this.#metrics.transcript_bytes += d.transcript_bytes;
+    this.#metrics.sync_failures += d.sync_failures;
+    const room = MAX_DURATION_SAMPLES - this.#metrics.sync_duration_ms.length;
+    this.#metrics.sync_duration_ms.push(...d.sync_duration_ms.slice(0, Math.max(0, room)));
+  }
+
+  /** The totals since the last read, and the current backlog; the totals start again from zero. */
+  drainMetrics(): WorkerMetrics {
+    const m = this.#metrics;
+    this.#metrics = { transcript_bytes: 0, sync_duration_ms: [], sync_failures: 0 };
+    return { sync_pending: this.#count(), ...m };
   }
 
   async #runScan(): Promise<void> {

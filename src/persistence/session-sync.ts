@@ -10,6 +10,7 @@
  */
 import type { Env } from "../env.ts";
 import { log } from "../log.ts";
+import { countSyncRound, takeMetrics, untake } from "../worker-metrics.ts";
 import { getRuntime } from "../runtime.ts";
 import type { Persistence } from "../shared/config-schema.ts";
 import { conflict, notFound, overloaded, ServiceError, unsupported } from "../shared/errors.ts";
@@ -143,10 +144,12 @@ export class SessionSync {
 
   async #leaveIfQueued(s: SyncRow): Promise<void> {
     if (!s.queued) return;
+    const metrics = takeMetrics();
     try {
-      await this.#backlog.leave(this.#name());
+      await this.#backlog.leave(this.#name(), metrics);
       this.#state.storage.sql.exec("UPDATE sync SET queued = 0");
     } catch (e) {
+      untake(metrics);
       log("warn", "sync backlog unreachable", { session_id: this.#state.row()?.id, error: String(e) });
     }
   }
@@ -158,6 +161,7 @@ export class SessionSync {
       const sql = this.#state.storage.sql;
       try {
         const done = await c.up.round();
+        countSyncRound(Date.now() - t0, false);
         if (done) {
           sql.exec("UPDATE sync SET dirty_at = NULL, failures = 0, retry_at = NULL, error = NULL");
           await this.#leaveIfQueued(this.#row()!);
@@ -176,6 +180,7 @@ export class SessionSync {
         sql.exec("UPDATE sync SET failures = ?, retry_at = ?, error = ?", failures, Date.now() + wait, message);
         await this.#arm(Date.now() + wait);
         log("warn", "sync round failed", { session_id: this.#state.row()?.id, provider: c.store.kind, failures, error: message });
+        countSyncRound(Date.now() - t0, true);
         return message;
       }
     });

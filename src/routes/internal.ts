@@ -6,6 +6,7 @@ import { Hono } from "hono";
 import { invalid, unauthorized } from "../shared/errors.ts";
 import { sha256Hex } from "../shared/ids.ts";
 import type { AppEnv } from "../http/context.ts";
+import { BACKLOG_NAME } from "../persistence/backlog-object.ts";
 import { POOL_NAME } from "../runner/pool-name.ts";
 import { sessionObjectName } from "../session/session-object.ts";
 
@@ -17,6 +18,9 @@ internal.use("*", async (c, next) => {
   if (!m || !digest || (await sha256Hex(m[1]!)) !== digest) throw unauthorized("runner secret is missing or wrong");
   await next();
 });
+
+/** Metric totals since the last read (src/shared/metrics-protocol.ts), for a runner-host to export. */
+internal.get("/metrics", async (c) => c.json(await c.env.SYNC_BACKLOG.getByName(BACKLOG_NAME).drainMetrics()));
 
 internal.get("/runners/control", (c) => c.env.RUNNERS.getByName(POOL_NAME).fetch(c.req.raw));
 

@@ -12,6 +12,7 @@
  */
 import type { Event } from "../shared/api-schema.ts";
 import { newId } from "../shared/ids.ts";
+import { countTranscript } from "../worker-metrics.ts";
 
 /** Spec "Events": a retained record is at most 4 MiB (its NDJSON line, in bytes). */
 export const MAX_RECORD_BYTES = 4 * 1024 * 1024;
@@ -67,6 +68,7 @@ export class EventLog {
         endOffset,
       )
       .one();
+    countTranscript(lineBytes);
     for (let n = 0; n < nchunks; n++) {
       const part = bytes.subarray(n * CHUNK_BYTES, (n + 1) * CHUNK_BYTES);
       this.#sql.exec("INSERT INTO event_chunks (seq, n, part) VALUES (?, ?, ?)", seq, n, part);

@@ -18,6 +18,7 @@ import { getRuntime } from "../runtime.ts";
 import { POOL_NAME } from "../runner/pool-name.ts";
 import { migrate } from "../storage/migrate.ts";
 import { SessionSync, type SyncStatus } from "../persistence/session-sync.ts";
+import { flushMetrics } from "../worker-metrics.ts";
 import { sessionObjectName } from "./object-name.ts";
 import type { LoggedEvent } from "./event-log.ts";
 import { openMessages, providerGrant } from "./open-message.ts";
@@ -233,6 +234,7 @@ export class SessionObject extends DurableObject<Env> {
     }
     await this.#afterChange();
     await this.#sync.alarm();
+    await flushMetrics(this.env);
   }
 
   #onRunnerMessage(ws: WebSocket, text: string): Promise<void> | void {
@@ -396,6 +398,7 @@ export class SessionObject extends DurableObject<Env> {
   /** Pushes the current summary to the tenant index; on failure an alarm retries until it lands. */
   async #pushIndex(): Promise<void> {
     await this.#sync.changed();
+    await flushMetrics(this.env);
     const row = this.#state.row();
     if (!row || row.indexed_version >= row.version) return;
     try {
