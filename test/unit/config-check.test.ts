@@ -90,6 +90,15 @@ describe("svc -check validates the file and all referenced environment variables
     writeFileSync(trailing, `${readFileSync(writeConfig("t.json"), "utf8")}\n{}`);
     expect((await svc(["-config", trailing, "-check"])).stderr).toMatch(/unexpected data after the root object/);
   });
+  it("-check -deploy refuses the filesystem persistence provider, which only the local stack serves", async () => {
+    const path = writeConfig("fs-persist.json", { persistence: { provider: "filesystem", directory: "store" } });
+    expect((await svc(["-config", path, "-check"], ENV)).code).toBe(0);
+    const r = await svc(["-config", path, "-check", "-deploy"], ENV);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`${path}: persistence.provider: "filesystem" works only in the local stack (svc -config); a deployment needs r2, s3 or gcs\n`);
+    expect((await svc(["-config", writeConfig("no-persist.json"), "-check", "-deploy"], ENV)).code).toBe(0);
+    expect(await svc(["-config", path, "-deploy"], ENV)).toMatchObject({ code: 2, stderr: expect.stringMatching(/-deploy goes with -check/) });
+  });
   it("rejects a file over 4 MiB", async () => {
     const big = join(dir, "big.json");
     writeFileSync(big, Buffer.alloc(4 * 1024 * 1024 + 1, 0x20));
