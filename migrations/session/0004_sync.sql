@@ -37,3 +37,6 @@ CREATE TABLE epoch_cuts (
   epoch INTEGER PRIMARY KEY,
   last_seq INTEGER NOT NULL
 );
+
+-- Blocks are cut by history offset: find the event that starts a block without a scan.
+CREATE INDEX events_end_offset ON events (end_offset);

@@ -98,7 +98,7 @@ export class EventLog {
     const out: { line: string; end: number }[] = [];
     let total = 0;
     const rows = this.#sql.exec<Row & { bytes: number }>(
-      "SELECT seq, data, chunks, end_offset, bytes FROM events WHERE end_offset > ? AND end_offset <= ? ORDER BY seq",
+      "SELECT seq, data, chunks, end_offset, bytes FROM events WHERE end_offset > ? AND end_offset <= ? ORDER BY end_offset",
       start,
       until,
     );
