@@ -2,7 +2,7 @@
  * Finding a session before addressing its object (spec "Get a session"): addressing a Durable
  * Object creates its storage, so a lookup of an id that exists nowhere must not reach one. The
  * tenant index answers for sessions of this deployment; with persistence, a session it lacks is
- * looked up in external storage (`latest.json`), reserved in the index and loaded into its object.
+ * looked up in external storage (`latest.json`), loaded into its object and then indexed.
  *
  * Known sessions are remembered per isolate (a session never stops existing), so a hot session
  * costs no index call.
@@ -43,8 +43,9 @@ export async function existingSession(env: Env, rt: Runtime, tenant: string, id:
     throw new ServiceError("service_error", `external storage could not be read: ${e instanceof Error ? e.message : String(e)}`);
   }
   if (!stored) throw notFound("session not found");
-  await index.reserve(id);
+  // Indexed only once loaded: a load that fails is tried again by the next request.
   if (!unwrap(await stub.load(tenant, id))) throw notFound("session not found");
+  await index.reserve(id);
   remember(name);
   return stub;
 }
