@@ -14,10 +14,12 @@
 import type { Env } from "../env.ts";
 import type { Runtime } from "../runtime.ts";
 import type { Session } from "../shared/api-schema.ts";
+import type { MirrorRow } from "./merge-pages.ts";
 
 export const HYPERDRIVE_BINDING = "POSTGRES";
 
-export type MirrorRow = { id: string; version: number; body: Session };
+export type { MirrorRow } from "./merge-pages.ts";
+export { mergePages } from "./merge-pages.ts";
 
 const DDL = `CREATE TABLE IF NOT EXISTS svc_sessions (
   tenant TEXT NOT NULL,
@@ -76,14 +78,4 @@ export function mirrorList(conn: string, tenant: string, after: string, limit: n
       : await q("SELECT id, version, body FROM svc_sessions WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3", [tenant, after, limit]);
     return rows.map((r) => ({ id: r.id as string, version: Number(r.version), body: r.body as Session }));
   });
-}
-
-/** Merges two ascending pages by id (the higher version of a session wins) and keeps `limit`. */
-export function mergePages(a: MirrorRow[], b: MirrorRow[], limit: number): Session[] {
-  const byId = new Map<string, MirrorRow>();
-  for (const r of [...a, ...b]) {
-    const seen = byId.get(r.id);
-    if (!seen || seen.version < r.version) byId.set(r.id, r);
-  }
-  return [...byId.values()].sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0)).slice(0, limit).map((r) => r.body);
 }
