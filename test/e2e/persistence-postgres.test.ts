@@ -17,10 +17,13 @@ import { startStack } from "../helpers/stack.ts";
 let provider: ScriptedProvider;
 let postgres: Postgres;
 
+/** Installing Debian's postgresql when it is missing (CI) takes longer than a usual hook. */
+const INSTALL_MS = 300_000;
+
 beforeAll(async () => {
   provider = await startScriptedProvider();
   postgres = await startPostgres();
-});
+}, INSTALL_MS);
 afterAll(async () => {
   await provider?.close();
   postgres?.stop();
