@@ -195,8 +195,10 @@ export class SessionSync {
     const deadline = Date.now() + FLUSH_WAIT_MS;
     let error: string | undefined;
     while (this.#row()!.dirty_at !== null && Date.now() < deadline) {
-      const timer = new Promise<"timeout">((resolve) => setTimeout(() => resolve("timeout"), deadline - Date.now()));
-      const r = await Promise.race([this.#round(c), timer]);
+      let timer: number | null = null;
+      const late = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), deadline - Date.now())));
+      const r = await Promise.race([this.#round(c), late]);
+      clearTimeout(timer);
       if (r === "timeout") {
         error = `the upload did not finish within ${FLUSH_WAIT_MS / 1000} s`;
         break;

@@ -94,7 +94,10 @@ export class Uploader {
       blocks++;
     }
     await this.#publishCheckpoints();
-    if (this.row().latest_stale) {
+    const pub = this.row().published;
+    // latest.json only ever names a manifest whose history storage already holds.
+    const covered = !pub || (JSON.parse(pub) as Published).offset <= this.row().uploaded_offset;
+    if (this.row().latest_stale && covered) {
       await this.#store.put(this.#layout.latest(), encoder.encode(JSON.stringify(this.manifest(this.#latestPublished()))), JSON_TYPE);
       this.#sql.exec("UPDATE sync SET latest_stale = 0");
     }

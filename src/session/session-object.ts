@@ -74,7 +74,10 @@ export class SessionObject extends DurableObject<Env> {
 
   /** Persistence (src/persistence): flush, sync status, restore, load, and the backlog's wake-up. */
   flush(): Promise<Result<SyncStatus>> {
-    return asResultAsync(() => (this.#state.require(), this.#sync.flush()));
+    return asResultAsync(async () => {
+      this.#state.require();
+      return this.#sync.flush();
+    });
   }
 
   syncStatus(): Result<SyncStatus> {
