@@ -9,12 +9,11 @@
  * - `gcs`: the JSON API with the service-account key in GCS_SERVICE_ACCOUNT.
  * - `filesystem`: the local stack's PERSISTENCE_FS service binding.
  */
-import type { Env } from "../env.ts";
 import type { Persistence } from "../shared/config-schema.ts";
 import { GCS_VARS, S3_CHAIN_VARS } from "../shared/config-vars.ts";
-import { FS_BINDING, FsStore } from "./fs-store.ts";
+import { FS_BINDING, FsStore, type FileService } from "./fs-store.ts";
 import { GcsStore } from "./gcs-store.ts";
-import { R2Store } from "./r2-store.ts";
+import { R2Store, type R2BucketLike } from "./r2-store.ts";
 import { S3Store } from "./s3-store.ts";
 import { StoreError, type ObjectStore } from "./store.ts";
 
@@ -23,7 +22,8 @@ const [AWS_KEY, AWS_SECRET, AWS_TOKEN, AWS_REGION] = S3_CHAIN_VARS;
 
 const cache = new WeakMap<Persistence, ObjectStore>();
 
-export function openStore(env: Env, p: Persistence, vars: Record<string, string | undefined>): ObjectStore {
+/** `env`: the Worker's bindings (only PERSISTENCE and PERSISTENCE_FS are looked at). */
+export function openStore(env: Record<string, unknown>, p: Persistence, vars: Record<string, string | undefined>): ObjectStore {
   let store = cache.get(p);
   if (!store) {
     store = build(env, p, vars);
@@ -32,15 +32,15 @@ export function openStore(env: Env, p: Persistence, vars: Record<string, string 
   return store;
 }
 
-function build(env: Env, p: Persistence, vars: Record<string, string | undefined>): ObjectStore {
+function build(env: Record<string, unknown>, p: Persistence, vars: Record<string, string | undefined>): ObjectStore {
   switch (p.provider) {
     case "filesystem": {
-      const service = env[FS_BINDING] as Fetcher | undefined;
+      const service = env[FS_BINDING] as FileService | undefined;
       if (!service) throw new StoreError("the filesystem provider works only in the local stack (no PERSISTENCE_FS binding)");
       return new FsStore(service);
     }
     case "r2": {
-      const bucket = env[R2_BINDING] as R2Bucket | undefined;
+      const bucket = env[R2_BINDING] as R2BucketLike | undefined;
       if (bucket && typeof bucket.put === "function") return new R2Store(bucket);
       return new S3Store({
         kind: "r2",

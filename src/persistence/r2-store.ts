@@ -1,11 +1,18 @@
 /** `r2` through the Worker's R2 binding (`PERSISTENCE`), when the deployment binds a bucket. */
 import { StoreError, type ObjectStore } from "./store.ts";
 
+/** What the store needs of an R2 bucket binding (a Worker `R2Bucket`). */
+export type R2BucketLike = {
+  put(key: string, value: Uint8Array, options: { onlyIf?: Headers; httpMetadata: { contentType: string } }): Promise<unknown>;
+  get(key: string): Promise<{ arrayBuffer(): Promise<ArrayBuffer> } | null>;
+  delete(key: string): Promise<void>;
+};
+
 export class R2Store implements ObjectStore {
   readonly kind = "r2";
-  readonly #bucket: R2Bucket;
+  readonly #bucket: R2BucketLike;
 
-  constructor(bucket: R2Bucket) {
+  constructor(bucket: R2BucketLike) {
     this.#bucket = bucket;
   }
 

@@ -11,6 +11,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FsStore } from "../../src/persistence/fs-store.ts";
+import { openStore } from "../../src/persistence/open-store.ts";
+import { PersistenceSchema } from "../../src/shared/config-persistence.ts";
 import { GcsStore } from "../../src/persistence/gcs-store.ts";
 import { S3Store } from "../../src/persistence/s3-store.ts";
 import { StoreError, type ObjectStore } from "../../src/persistence/store.ts";
@@ -77,6 +79,15 @@ describe.each(stores)("persistence provider %s", (_name, make) => {
 });
 
 describe("provider peculiarities", () => {
+  it("s3 without configured keys uses the default chain: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION", async () => {
+    const p = PersistenceSchema.parse({ provider: "s3", bucket: "sess", endpoint: s3url });
+    const store = openStore({}, p, { AWS_ACCESS_KEY_ID: "S3RVER", AWS_SECRET_ACCESS_KEY: "S3RVER", AWS_REGION: "eu-west-1" });
+    await store.put("chain/k", bytes("via the chain"), "text/plain");
+    expect(text(await store.get("chain/k"))).toBe("via the chain");
+    const wrong = openStore({}, PersistenceSchema.parse({ provider: "s3", bucket: "sess", endpoint: s3url }), { AWS_ACCESS_KEY_ID: "S3RVER", AWS_SECRET_ACCESS_KEY: "nope" });
+    await expect(wrong.get("chain/k")).rejects.toThrow(/HTTP 403/);
+  });
+
   it("s3: a wrong secret is refused by the signature check and reported as a store error", async () => {
     const store = new S3Store({ kind: "s3", bucket: "sess", region: "us-east-1", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "wrong" });
     await expect(store.put("k", bytes("x"), "text/plain")).rejects.toThrow(/HTTP 403.*SignatureDoesNotMatch/);
