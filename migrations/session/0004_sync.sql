@@ -1,6 +1,6 @@
 -- Persistence: the upload state of this session (only used with `persistence` configured).
--- sync: one row. uploaded_offset: history bytes uploaded as blocks. inflight: JSON {key,start,end}
--- of the block being uploaded, recorded before its put so a crash re-puts the same block.
+-- sync: one row. uploaded_offset: history bytes uploaded as blocks. inflight: JSON [{key,start,end}]
+-- of the blocks being uploaded, recorded before their puts so a crash re-puts the same blocks.
 -- dirty_at (ms): when local state got ahead of storage; NULL when everything is uploaded.
 -- failures / retry_at (ms) / error: the backoff after a failed round. published: JSON
 -- {checkpoint, native, offset, time} of the manifest `latest.json` holds; latest_stale: 1 when

@@ -4,9 +4,9 @@
  * ObjectStore, so it runs (and is tested) the same with every provider.
  *
  * Storage layout / lifecycle (migrations/session/0004_sync.sql): every put is recorded in SQLite
- * right after it succeeds. A block is recorded as `inflight` before its put, so after a crash or an
- * object restart the same bytes go to the same key again (the put is create-only, so no duplicate
- * object can appear) before anything new is cut. Checkpoints are published in history order and
+ * right after it succeeds. Blocks go up PARALLEL_PUTS at a time; a batch is recorded as `inflight`
+ * before its puts, so after a crash or an object restart the same bytes go to the same keys again
+ * (the puts are create-only, so no duplicate object can appear) before anything new is cut. Checkpoints are published in history order and
  * only once the history they name is uploaded.
  */
 import { createHash } from "node:crypto";
@@ -19,6 +19,8 @@ import { encoder, type ObjectStore } from "./store.ts";
 export const BLOCK_BYTES = 64 * 1024;
 /** Blocks per round, so one alarm stays far below the platform's 15 min and others get a turn. */
 export const ROUND_BLOCKS = 256;
+/** Block puts in flight at once: a Durable Object may hold six outbound connections. */
+export const PARALLEL_PUTS = 4;
 
 const NDJSON = "application/x-ndjson";
 const JSON_TYPE = "application/json";
@@ -79,19 +81,22 @@ export class Uploader {
     let blocks = 0;
     const inflight = this.row().inflight;
     if (inflight) {
-      const b = JSON.parse(inflight) as BlockRef;
-      await this.#putBlock(b, this.#blockText(b.start, Number.MAX_SAFE_INTEGER, b.end).text);
-      blocks++;
+      const batch = (JSON.parse(inflight) as BlockRef[]).map((b) => ({ ref: b, text: this.#blockText(b.start, Number.MAX_SAFE_INTEGER, b.end).text }));
+      await this.#putBatch(batch);
+      blocks += batch.length;
     }
     const end = this.#s.require().log_bytes;
     while (this.row().uploaded_offset < end && blocks < ROUND_BLOCKS) {
-      const start = this.row().uploaded_offset;
-      const { text, end: blockEnd } = this.#blockText(start, BLOCK_BYTES, end);
-      const key = this.#layout.block(start, blockEnd, createHash("sha256").update(text).digest("hex"));
-      const b = { key, start, end: blockEnd };
-      this.#sql.exec("UPDATE sync SET inflight = ?", JSON.stringify(b));
-      await this.#putBlock(b, text);
-      blocks++;
+      const batch: { ref: BlockRef; text: string }[] = [];
+      for (let start = this.row().uploaded_offset; start < end && batch.length < PARALLEL_PUTS; ) {
+        const { text, end: blockEnd } = this.#blockText(start, BLOCK_BYTES, end);
+        const key = this.#layout.block(start, blockEnd, createHash("sha256").update(text).digest("hex"));
+        batch.push({ ref: { key, start, end: blockEnd }, text });
+        start = blockEnd;
+      }
+      this.#sql.exec("UPDATE sync SET inflight = ?", JSON.stringify(batch.map((b) => b.ref)));
+      await this.#putBatch(batch);
+      blocks += batch.length;
     }
     await this.#publishCheckpoints();
     const pub = this.row().published;
@@ -115,11 +120,14 @@ export class Uploader {
     return { text: lines.map((l) => `${l.line}\n`).join(""), end: lines.at(-1)!.end };
   }
 
-  async #putBlock(b: BlockRef, text: string): Promise<void> {
-    await this.#store.create(b.key, encoder.encode(text), NDJSON);
+  /** Puts a batch of consecutive blocks; only when all succeeded are they recorded. */
+  async #putBatch(batch: { ref: BlockRef; text: string }[]): Promise<void> {
+    await Promise.all(batch.map((b) => this.#store.create(b.ref.key, encoder.encode(b.text), NDJSON)));
     this.#s.storage.transactionSync(() => {
-      this.#sql.exec("INSERT OR REPLACE INTO sync_blocks (start, end_offset, key) VALUES (?, ?, ?)", b.start, b.end, b.key);
-      this.#sql.exec("UPDATE sync SET inflight = NULL, uploaded_offset = MAX(uploaded_offset, ?)", b.end);
+      for (const { ref } of batch) {
+        this.#sql.exec("INSERT OR REPLACE INTO sync_blocks (start, end_offset, key) VALUES (?, ?, ?)", ref.start, ref.end, ref.key);
+      }
+      this.#sql.exec("UPDATE sync SET inflight = NULL, uploaded_offset = MAX(uploaded_offset, ?)", batch.at(-1)!.ref.end);
     });
   }
 
