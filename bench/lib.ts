@@ -197,7 +197,12 @@ export const auth = { authorization: `Bearer ${TOKEN}` };
 export const harnessCommand = ["node", `${ROOT}runner-host/reference-harness/main.ts`];
 
 /** The real local stack (`svc -config`) pointed at the scripted provider; stopped at the end. */
-export async function startBenchStack(providerUrl: string, harnesses: Record<string, unknown>, limits: Record<string, number> = {}): Promise<Stack> {
+export async function startBenchStack(
+  providerUrl: string,
+  harnesses: Record<string, unknown>,
+  limits: Record<string, number> = {},
+  more: { config?: Record<string, unknown>; env?: Record<string, string>; runner?: boolean } = {},
+): Promise<Stack> {
   const stack = await startStack(
     {
       config: {
@@ -205,8 +210,10 @@ export async function startBenchStack(providerUrl: string, harnesses: Record<str
         harnesses,
         providers: { openai: { api_key_env: "KEY", base_url: providerUrl, api: "openai-completions" } },
         limits,
+        ...more.config,
       },
-      env: { TOKEN, KEY: "sk-bench", ...(process.env.SVC_DEBUG ? { SVC_DEBUG: "1" } : {}) },
+      env: { TOKEN, KEY: "sk-bench", ...more.env, ...(process.env.SVC_DEBUG ? { SVC_DEBUG: "1" } : {}) },
+      runner: more.runner,
     },
     60_000,
   );

@@ -12,6 +12,7 @@ import { DEFAULT_RUNNER_SECRET_VAR } from "../src/runtime-constants.ts";
 import { configuredRegions } from "../src/runner/pool-name.ts";
 import { reloadEnvFileBeside, resolveDataDir } from "./config-file.ts";
 import { log, relayLine } from "./log.ts";
+import { persistenceFsHandler } from "./persistence-fs.ts";
 import { RunnerHost } from "./runner-host.ts";
 import { persistedRunnerId } from "./runner-id.ts";
 import { harnessRoot } from "./runner-main.ts";
@@ -66,6 +67,7 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
         Object.entries(DURABLE_OBJECTS).map(([binding, className]) => [binding, { className, useSQLite: true }]),
       ),
       bindings,
+      ...persistenceBindings(o.config),
       cf: false,
       host: listen.host,
       port,
@@ -182,4 +184,16 @@ function localRunnerSecret(dataDir: string): string {
   const s = randomBytes(32).toString("hex");
   writeFileSync(file, `${s}\n`, { mode: 0o600 });
   return s;
+}
+
+/**
+ * Persistence in the local stack: `r2` gets a workerd R2 bucket bound as PERSISTENCE (kept under
+ * `data_dir`, like the objects), `filesystem` the PERSISTENCE_FS service this process serves.
+ * `s3` and `gcs` talk to their endpoints from the Worker itself.
+ */
+function persistenceBindings(config: HostConfig): Record<string, unknown> {
+  const p = config.persistence;
+  if (p?.provider === "r2") return { r2Buckets: { PERSISTENCE: p.bucket! } };
+  if (p?.provider === "filesystem") return { serviceBindings: { PERSISTENCE_FS: persistenceFsHandler(p.directory!) } };
+  return {};
 }

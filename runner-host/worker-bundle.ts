@@ -4,7 +4,8 @@
  * Durable Object bindings below must equal wrangler.toml, which `wrangler deploy` and the workers
  * test pool read for the same code; test/unit/wrangler-config.test.ts fails when they drift apart.
  */
-import { build } from "esbuild";
+import { build, type Plugin } from "esbuild";
+import { builtinModules } from "node:module";
 import { fileURLToPath } from "node:url";
 
 export const COMPATIBILITY_DATE = "2026-11-01";
@@ -15,7 +16,26 @@ export const DURABLE_OBJECTS = {
   RUNNERS: "RunnerPool",
   EXECUTORS: "ExecutorObject",
   STREAMS: "StreamGate",
+  SYNC_BACKLOG: "SyncBacklog",
 } as const;
+
+/**
+ * CommonJS dependencies (pg, for the Postgres mirror) `require("events")` and the like; in an ESM
+ * bundle esbuild can only turn that into a dynamic require, which workerd lacks. Each bare builtin
+ * becomes a small ESM module re-exporting `node:<name>` (nodejs_compat), required like any other.
+ * `wrangler deploy` does the same with its own bundler.
+ */
+const BARE_BUILTIN = new RegExp(`^(${builtinModules.filter((m) => !m.startsWith("_")).join("|").replace(/\//g, "\\/")})$`);
+const nodeBuiltins: Plugin = {
+  name: "node-builtins",
+  setup(b) {
+    b.onResolve({ filter: BARE_BUILTIN }, (a) => ({ path: a.path, namespace: "node-builtin" }));
+    b.onLoad({ filter: /.*/, namespace: "node-builtin" }, (a) => ({
+      contents: `import * as m from "node:${a.path}"; export default m.default ?? m; export * from "node:${a.path}";`,
+      loader: "js",
+    }));
+  },
+};
 
 const ENTRY = fileURLToPath(new URL("../src/index.ts", import.meta.url));
 
@@ -31,6 +51,7 @@ export async function bundleWorker(): Promise<string> {
     conditions: ["workerd", "worker", "browser"],
     external: ["cloudflare:*", "node:*"],
     loader: { ".sql": "text" },
+    plugins: [nodeBuiltins],
     sourcemap: false,
     logLevel: "silent",
   });

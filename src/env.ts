@@ -5,12 +5,19 @@
  * `api_key_env`, `credential_keys.keys.*`, `runners.token_env`, ...) is a binding of the same name:
  * a Worker secret in production, a Miniflare binding in the local stack.
  */
-export type Env = Cloudflare.Env & {
+export type Env = Omit<Cloudflare.Env, "PERSISTENCE"> & {
   /**
    * The host configuration file's text (JSON) when it is not built into the bundle: the local
    * stack and tests bind it; a deployed Worker reads the bundled copy (src/bundled-config.ts).
    */
   HOST_CONFIG?: string;
+  /**
+   * Persistence `r2`: the bucket wrangler.toml binds. Optional: the local stack binds it only for
+   * `r2`, and without it `r2` goes through the S3 API (src/persistence/open-store.ts).
+   */
+  PERSISTENCE?: R2Bucket;
+  /** Persistence `filesystem`: the local stack's file service (runner-host/persistence-fs.ts). */
+  PERSISTENCE_FS?: Fetcher;
 } & Record<string, unknown>;
 
 /** Secrets and other variables named by the host config, as a plain string map. */

@@ -14,7 +14,7 @@ import type { AppContext, AppEnv } from "../http/context.ts";
 import { pathId } from "../http/params.ts";
 import { openCommandStream } from "../http/command-stream.ts";
 import { TOKEN_DIGEST_HEADER } from "../executor/executor-object.ts";
-import { sessionObjectName } from "../session/session-object.ts";
+import { existingSession } from "../persistence/lookup.ts";
 
 export const executors = new Hono<AppEnv>();
 
@@ -43,7 +43,16 @@ executors.post("/", requireToken, async (c) => {
   const stub = c.env.EXECUTORS.getByName(id);
   unwrap(await stub.register({ id, tenant: p.tenant, binding: body.binding, tools: body.tools, tokenDigest: await sha256Hex(token) }));
   if (session !== undefined) {
-    const r = await c.env.SESSIONS.getByName(sessionObjectName(p.tenant, session)).rebind(body.binding, body.tools, id);
+    // Like every request naming a session: unknown anywhere is 404 with nothing written; a session
+    // only in external storage is loaded first (src/persistence/lookup.ts).
+    let r;
+    try {
+      const target = await existingSession(c.env, c.get("runtime"), p.tenant, session);
+      r = await target.rebind(body.binding, body.tools, id);
+    } catch (e) {
+      await stub.discard();
+      throw e;
+    }
     if (!r.ok) {
       await stub.discard();
       unwrap(r);

@@ -1,8 +1,9 @@
 /** `/sessions` and `/sessions/{id}/*`: authorization here, state in the objects. */
 import { Hono } from "hono";
 import { CreateSessionSchema, EmptySchema, InputSchema, RestoreSchema } from "../shared/api-schema.ts";
-import { forbidden, overloaded, unsupported, unwrap, type Result } from "../shared/errors.ts";
+import { forbidden, invalid, overloaded, unsupported, unwrap, type Result } from "../shared/errors.ts";
 import type { ExecutorInfo } from "../shared/executor-protocol.ts";
+import { isId } from "../shared/ids.ts";
 import { log } from "../log.ts";
 import { isolateSlots } from "../streams/stream-slots.ts";
 import { refuseInspection, requireManage, requireSessionAccess, requireToken, requireWrite } from "../http/auth.ts";
@@ -13,7 +14,9 @@ import { openSessionStream } from "../http/sse-relay.ts";
 import { refuseWhenDraining } from "../http/draining.ts";
 import { chooseHomeRegion, fleetStatus, locationHint } from "../runner/fleet.ts";
 import { prepareSession } from "../session/create.ts";
-import { sessionObjectName } from "../session/session-object.ts";
+import { sessionObjectName } from "../session/object-name.ts";
+import { existingSession, reserveSession } from "../persistence/lookup.ts";
+import { mergePages, mirrorConnection, mirrorList, type MirrorRow } from "../persistence/pg-mirror.ts";
 
 export const sessions = new Hono<AppEnv>();
 
@@ -23,8 +26,9 @@ function bodyCap(c: AppContext): number {
   return c.get("runtime").config.limits.input_bytes + BODY_OVERHEAD_BYTES;
 }
 
+/** The session's object; an id that exists nowhere is `404` without anything being written. */
 function sessionStub(c: AppContext, id: string) {
-  return c.env.SESSIONS.getByName(sessionObjectName(c.get("principal").tenant, id));
+  return existingSession(c.env, c.get("runtime"), c.get("principal").tenant, id);
 }
 
 /** Resolves `{id}` and checks the token may reach it (inspection tokens only where allowed). */
@@ -49,6 +53,8 @@ sessions.post("/", async (c) => {
   });
   // The home region is fixed at creation: the object is created near it and placed there first.
   const region = chooseHomeRegion(await fleetStatus(c.env, config), prepared.harness);
+  // The id is reserved in the tenant index before its object is addressed (src/persistence/lookup.ts).
+  await reserveSession(c.env, p.tenant, prepared.id);
   const stub = c.env.SESSIONS.getByName(sessionObjectName(p.tenant, prepared.id), { locationHint: locationHint(config, region) });
   const session = unwrap(await stub.create(prepared, region));
   return c.json(session, 201);
@@ -59,25 +65,35 @@ sessions.get("/", async (c) => {
   refuseInspection(p);
   const limit = pageLimit(c.req.query("limit"));
   const after = c.req.query("after") ?? "";
-  const list = await c.env.TENANTS.getByName(p.tenant).list(after, limit, p.session);
-  return c.json({ sessions: list });
+  const index = c.env.TENANTS.getByName(p.tenant);
+  const conn = mirrorConnection(c.env, c.get("runtime"));
+  if (!conn) return c.json({ sessions: await index.list(after, limit, p.session) });
+  // With the PostgreSQL mirror, sessions of other deployments sharing it are listed too.
+  const local = await index.listRows(after, limit, p.session);
+  let shared: MirrorRow[] = [];
+  try {
+    shared = await mirrorList(conn, p.tenant, after, limit, p.session);
+  } catch (e) {
+    log("warn", "session mirror unreachable; listing this deployment's sessions", { error: String(e) });
+  }
+  return c.json({ sessions: mergePages(local, shared, limit) });
 });
 
 sessions.get("/:id", async (c) => {
   const id = target(c, true);
-  return c.json(unwrap(await sessionStub(c, id).get(c.get("principal").inspectCall)));
+  return c.json(unwrap(await (await sessionStub(c, id)).get(c.get("principal").inspectCall)));
 });
 
 sessions.post("/:id/close", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
   parseBody(await readBody(c, bodyCap(c)), EmptySchema, {});
-  return c.json(unwrap(await sessionStub(c, id).close()), 202);
+  return c.json(unwrap(await (await sessionStub(c, id)).close()), 202);
 });
 
 sessions.get("/:id/events", async (c) => {
   const id = target(c, true);
-  const stub = sessionStub(c, id);
+  const stub = await sessionStub(c, id);
   const call = c.get("principal").inspectCall;
   if (wantsEventStream(c.req.header("Accept"))) {
     // A present `after` wins over Last-Event-ID, also when empty (docs/api.md "SSE").
@@ -107,49 +123,48 @@ sessions.post("/:id/events", async (c) => {
   const input = parseBody(await readBody(c, bodyCap(c)), InputSchema);
   if (input.type === "user.message") await refuseWhenDraining(c);
   const traceparent = c.req.header("traceparent");
-  return c.json(unwrap(await sessionStub(c, id).send(input, traceparent)), 202);
+  return c.json(unwrap(await (await sessionStub(c, id)).send(input, traceparent)), 202);
 });
 
 sessions.post("/:id/resume", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
   parseBody(await readBody(c, bodyCap(c)), EmptySchema, {});
-  return c.json(unwrap(await sessionStub(c, id).resume()));
+  return c.json(unwrap(await (await sessionStub(c, id)).resume()));
 });
 
-/**
- * Flush, sync and restore need `persistence`. Without it they are `422 unsupported` (spec); with
- * it, this build has no uploader yet and says so the same way, after the usual checks.
- */
-function persistenceUnsupported(c: AppContext): never {
-  const configured = c.get("runtime").config.persistence !== null;
-  throw unsupported(
-    configured
-      ? "flush, sync and restore are not available in this build of the service"
-      : "flush, sync and restore need persistence in the host configuration",
-  );
+/** Flush, sync and restore need `persistence` (spec: `422 unsupported` without it). */
+function requirePersistence(c: AppContext): void {
+  if (c.get("runtime").config.persistence === null) {
+    throw unsupported("flush, sync and restore need persistence in the host configuration");
+  }
 }
 
 sessions.post("/:id/flush", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
   parseBody(await readBody(c, bodyCap(c)), EmptySchema, {});
-  unwrap(await sessionStub(c, id).get());
-  persistenceUnsupported(c);
+  const stub = await sessionStub(c, id);
+  requirePersistence(c);
+  return c.json(unwrap(await stub.flush()));
 });
 
 sessions.get("/:id/sync", async (c) => {
   const id = target(c);
-  unwrap(await sessionStub(c, id).get());
-  persistenceUnsupported(c);
+  const stub = await sessionStub(c, id);
+  requirePersistence(c);
+  return c.json(unwrap(await stub.syncStatus()));
 });
 
 sessions.post("/:id/restore", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
-  parseBody(await readBody(c, bodyCap(c)), RestoreSchema);
-  unwrap(await sessionStub(c, id).get());
-  persistenceUnsupported(c);
+  const body = parseBody(await readBody(c, bodyCap(c)), RestoreSchema);
+  const stub = await sessionStub(c, id);
+  requirePersistence(c);
+  // A checkpoint reference is a checkpoint id: 32 hex, either case (docs/api.md).
+  if (!isId(body.checkpoint)) throw invalid("checkpoint: must be a 32-hex checkpoint id");
+  return c.json(unwrap(await stub.restore(body.checkpoint.toLowerCase())));
 });
 
 /** Work that must finish after the response (slot bookkeeping); failures are logged, never thrown. */

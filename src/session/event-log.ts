@@ -89,6 +89,31 @@ export class EventLog {
     return rows.map((r) => ({ seq: r.seq, event: JSON.parse(this.#line(r)) as Event, endOffset: r.end_offset, bytes: r.bytes }));
   }
 
+  /**
+   * Whole NDJSON lines of the history from byte `start` (a line boundary), oldest first: at most
+   * `maxBytes` in all (a longer first line comes alone, never split), and none past byte `until`.
+   */
+  lines(start: number, maxBytes: number, until = Number.MAX_SAFE_INTEGER): { line: string; end: number }[] {
+    const out: { line: string; end: number }[] = [];
+    let total = 0;
+    const rows = this.#sql.exec<Row & { bytes: number }>(
+      "SELECT seq, data, chunks, end_offset, bytes FROM events WHERE end_offset > ? AND end_offset <= ? ORDER BY end_offset",
+      start,
+      until,
+    );
+    for (const r of rows) {
+      if (out.length > 0 && total + r.bytes > maxBytes) break;
+      total += r.bytes;
+      out.push({ line: this.#line(r), end: r.end_offset });
+    }
+    return out;
+  }
+
+  /** How many events end at or before byte `offset`. */
+  countUntil(offset: number): number {
+    return this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM events WHERE end_offset <= ?", offset).one().n;
+  }
+
   /** The event recorded at `seq`, if any. */
   at(seq: number): LoggedEvent | undefined {
     return this.read(seq - 1, 1).find((e) => e.seq === seq);

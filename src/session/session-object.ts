@@ -21,6 +21,9 @@ import { placementOrder } from "../runner/fleet.ts";
 import { configuredRegions, poolName } from "../runner/pool-name.ts";
 import { DEFAULT_REGION, type HostConfig } from "../shared/config-schema.ts";
 import { migrate } from "../storage/migrate.ts";
+import { SessionSync } from "../persistence/session-sync.ts";
+import type { SyncStatus } from "../shared/sync-schema.ts";
+import { sessionObjectName } from "./object-name.ts";
 import type { LoggedEvent } from "./event-log.ts";
 import { openMessages, providerGrant } from "./open-message.ts";
 import { toSession, type NewSession } from "./record.ts";
@@ -32,11 +35,12 @@ import m0001 from "../../migrations/session/0001_init.sql";
 import m0002 from "../../migrations/session/0002_turns.sql";
 import m0003 from "../../migrations/session/0003_ended_calls.sql";
 import m0004 from "../../migrations/session/0004_bindings.sql";
+import m0005 from "../../migrations/session/0005_sync.sql";
 import { RuntimeCalls } from "./runtime-calls.ts";
 import type { Tool } from "../shared/api-schema.ts";
 import type { ToolResult } from "../shared/result-schema.ts";
 
-const MIGRATIONS = [m0001, m0002, m0003, m0004];
+const MIGRATIONS = [m0001, m0002, m0003, m0004, m0005];
 
 /** Retry delay for a tenant-index push that failed, ms. Only armed while the index is behind. */
 const INDEX_RETRY_MS = 2_000;
@@ -49,9 +53,7 @@ export const LINK_GRACE_MS = 10_000;
 /** Storage key of the session's home region (kept beside the SQL tables; fixed at creation). */
 const HOME_REGION_KEY = "home_region";
 
-export function sessionObjectName(tenant: string, id: string): string {
-  return `${id}:${tenant}`;
-}
+export { sessionObjectName };
 
 export class SessionObject extends DurableObject<Env> {
   readonly #state: SessionState;
@@ -59,6 +61,7 @@ export class SessionObject extends DurableObject<Env> {
   readonly #turns: Turns;
   readonly #link: RunnerLink;
   readonly #runtime: RuntimeCalls;
+  readonly #sync: SessionSync;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -69,11 +72,15 @@ export class SessionObject extends DurableObject<Env> {
     this.#turns = new Turns(this.#state);
     this.#link = new RunnerLink(ctx, this.#state);
     this.#runtime = new RuntimeCalls(this.#state, this.#link, env);
+    this.#sync = new SessionSync({ env, state: this.#state, arm: (at) => this.#armAlarm(at), keepAlive: (p) => ctx.waitUntil(p) });
   }
 
   /** `region`: the home region the Worker chose (the object was created near it). */
   async create(n: NewSession, region: string = DEFAULT_REGION): Promise<Result<Session>> {
-    const r = asResult(() => this.#state.create(n, now()));
+    const r = await asResultAsync(async () => {
+      if (!this.#state.row()) await this.#sync.admit(sessionObjectName(n.tenant, n.id));
+      return this.#state.create(n, now());
+    });
     if (r.ok) {
       this.ctx.storage.kv.put(HOME_REGION_KEY, region);
       await this.#pushIndex();
@@ -88,6 +95,38 @@ export class SessionObject extends DurableObject<Env> {
       this.#requireOpenCall(inspectCall);
       return toSession(row);
     });
+  }
+
+  /** Persistence (src/persistence): flush, sync status, restore, load, and the backlog's wake-up. */
+  flush(): Promise<Result<SyncStatus>> {
+    return asResultAsync(async () => {
+      this.#state.require();
+      return this.#sync.flush();
+    });
+  }
+
+  syncStatus(): Result<SyncStatus> {
+    return asResult(() => this.#sync.status());
+  }
+
+  async restore(checkpoint: string): Promise<Result<Session>> {
+    const r = await asResultAsync(async () => {
+      await this.#sync.restore(checkpoint, () => this.#link.release("restored from a checkpoint"));
+      this.#subs.endAll("restored from a checkpoint");
+      return toSession(this.#state.require());
+    });
+    if (r.ok) await this.#pushIndex();
+    return r;
+  }
+
+  async load(tenant: string, id: string): Promise<Result<boolean>> {
+    const r = await asResultAsync(() => this.#sync.load(tenant, id));
+    if (r.ok && r.value) await this.#pushIndex();
+    return r;
+  }
+
+  async syncKick(): Promise<void> {
+    await this.#sync.kick();
   }
 
   /** `inspectCall`: the read comes with an inspection token, valid only while that call is open. */
@@ -110,6 +149,11 @@ export class SessionObject extends DurableObject<Env> {
           return { ok: false, error: overloaded("every runner-host is at its loaded-session limit").toBody() };
         }
       }
+    }
+    if (input.type === "user.message" && this.#state.row()?.status === "idle") {
+      const r = this.#state.require();
+      const admitted = await asResultAsync(() => this.#sync.admit(sessionObjectName(r.tenant, r.id)));
+      if (!admitted.ok) return admitted;
     }
     const running = this.#turns.running()?.event_id;
     return this.#commit(() => {
@@ -232,6 +276,7 @@ export class SessionObject extends DurableObject<Env> {
       }
     }
     await this.#afterChange();
+    await this.#sync.alarm();
   }
 
   #onRunnerMessage(ws: WebSocket, text: string): Promise<void> | void {
@@ -425,10 +470,11 @@ export class SessionObject extends DurableObject<Env> {
 
   /** Pushes the current summary to the tenant index; on failure an alarm retries until it lands. */
   async #pushIndex(): Promise<void> {
+    await this.#sync.changed();
     const row = this.#state.row();
     if (!row || row.indexed_version >= row.version) return;
     try {
-      await this.env.TENANTS.getByName(row.tenant).upsert(row.id, row.version, toSession(row));
+      await this.env.TENANTS.getByName(row.tenant).upsert(row.id, row.version, toSession(row), row.tenant);
       this.#state.markIndexed(row.version);
     } catch (e) {
       log("warn", "tenant index push failed", { session_id: row.id, error: String(e) });

@@ -229,8 +229,16 @@ export class SessionState {
     if (cursor === "") return 0;
     if (new TextEncoder().encode(cursor).length > MAX_CURSOR_BYTES) throw cursorUnavailable("cursor is over 512 bytes");
     const pos = decodeCursor(r.cursor_key, cursor);
-    if (!pos || pos.epoch !== r.epoch || pos.seq > this.log.lastSeq()) {
+    if (!pos || pos.epoch > r.epoch || pos.seq > this.log.lastSeq()) {
       throw cursorUnavailable("cursor is not a position in this session's event log");
+    }
+    if (pos.epoch < r.epoch) {
+      // A restore cut the log since this cursor was issued: positions up to the cut are the same
+      // events; past it they were lost (spec "Cursors").
+      const cut = this.#storage.sql
+        .exec<{ s: number | null }>("SELECT MIN(last_seq) AS s FROM epoch_cuts WHERE epoch >= ?", pos.epoch)
+        .one().s;
+      if (cut === null || pos.seq > cut) throw cursorUnavailable("cursor points into history lost in a restore");
     }
     return pos.seq;
   }

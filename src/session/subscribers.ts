@@ -86,6 +86,15 @@ export class Subscribers {
     }
   }
 
+  /** The history was replaced (restore): every stream ends; clients reconnect with their cursor. */
+  endAll(reason: string): void {
+    for (const ws of this.#ctx.getWebSockets(TAG)) {
+      if (ws.readyState !== WebSocket.OPEN) continue;
+      send(ws, { t: "end" });
+      ws.close(1000, reason);
+    }
+  }
+
   /** The tool call an inspection stream belongs to has ended: so does the stream. */
   endCall(call: string): void {
     for (const ws of this.#ctx.getWebSockets(TAG)) {

@@ -159,8 +159,10 @@ export class Turns {
   #end(m: Extract<LinkUp, { t: "turn_end" }>, now: string): LoggedEvent[] {
     if (m.status === "completed") {
       this.#sql.exec("DELETE FROM inputs WHERE state = 'running'");
+      // The checkpoint comes after the turn's last event, so a restore or load to it ends idle.
+      const events = this.hasQueued() ? [] : this.#s.setStatus(now, "idle", m.turn);
       this.#checkpoint(now);
-      return this.hasQueued() ? [] : this.#s.setStatus(now, "idle", m.turn);
+      return events;
     }
     const error: ErrorData = m.error ?? { code: "service_error", message: "the turn failed" };
     // provider_error and conflict (interrupt, shutdown) → interrupted; anything else → failed.

@@ -7,6 +7,7 @@ import { formatPath } from "./zod-issues.ts";
 import type { HostConfig } from "./config-schema.ts";
 import { DEFAULT_RUNNER_SECRET_VAR } from "../runtime-constants.ts";
 import { fromBase64 } from "./base64.ts";
+import { serviceAccountProblem } from "../persistence/gcs-store.ts";
 
 /** Spec Authentication 1: a token secret is at least 24 bytes. */
 export const MIN_SECRET_BYTES = 24;
@@ -54,6 +55,15 @@ export function checkEnvironment(config: HostConfig, env: Env): string[] {
     if (store.postgres_env !== "") nonEmpty("persistence.postgres_env", store.postgres_env);
     if (store.access_key_env !== undefined) nonEmpty("persistence.access_key_env", store.access_key_env);
     if (store.secret_key_env !== undefined) nonEmpty("persistence.secret_key_env", store.secret_key_env);
+    if (store.provider === "s3" && store.access_key_env === undefined) {
+      // The default chain as far as it exists in a Worker: keys in the environment.
+      nonEmpty("persistence (s3 default credential chain)", "AWS_ACCESS_KEY_ID");
+      nonEmpty("persistence (s3 default credential chain)", "AWS_SECRET_ACCESS_KEY");
+    }
+    if (store.provider === "gcs" && !env.STORAGE_EMULATOR_HOST) {
+      const problem = serviceAccountProblem(env.GCS_SERVICE_ACCOUNT);
+      if (problem) problems.push(`persistence (gcs): environment variable GCS_SERVICE_ACCOUNT ${problem}`);
+    }
   }
 
   for (const [id, name] of Object.entries(config.credential_keys?.keys ?? {})) {

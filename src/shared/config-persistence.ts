@@ -65,3 +65,4 @@ export const PersistenceSchema = z
   .transform((p) => (p.provider === "r2" && p.region === undefined ? { ...p, region: "auto" } : p));
 
 export type Persistence = z.output<typeof PersistenceSchema>;
+

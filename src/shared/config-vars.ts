@@ -1,5 +1,10 @@
 import type { HostConfig } from "./config-schema.ts";
 
+/** `s3` without configured keys: the AWS default chain as far as it exists in a Worker. */
+export const S3_CHAIN_VARS = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION"] as const;
+/** `gcs`: the service-account JSON key, and an emulator's address (tests, local development). */
+export const GCS_VARS = ["GCS_SERVICE_ACCOUNT", "STORAGE_EMULATOR_HOST"] as const;
+
 /**
  * Every environment variable the host config names. The local stack binds exactly these into the
  * Worker (never the whole host environment).
@@ -13,6 +18,10 @@ export function referencedVariables(c: HostConfig): string[] {
   if (c.runners) names.add(c.runners.token_env);
   const p = c.persistence;
   if (p) for (const v of [p.access_key_env, p.secret_key_env, p.postgres_env]) if (v) names.add(v);
+  // Implied by the provider (docs/configuration.md "Persistence"): the default credential chain of
+  // `s3` without keys, and the service-account key (and emulator address) of `gcs`.
+  if (p?.provider === "s3" && !p.access_key_env) for (const v of S3_CHAIN_VARS) names.add(v);
+  if (p?.provider === "gcs") for (const v of GCS_VARS) names.add(v);
   return [...names];
 }
 

@@ -36,7 +36,7 @@ export const SERVICE_ROUTES: RouteContract[] = [
     path: "/health/ready",
     operationId: "ready",
     summary: "Readiness",
-    description: "`ready` when new work can be accepted; `not_ready` while shutting down or with no runner-host to run turns.",
+    description: "`ready` when new work can be accepted; `not_ready` while shutting down, with no runner-host to run turns, or, with `persistence`, while the upload backlog is full or its startup scan runs.",
     tag: "health",
     access: "public",
     responses: {

@@ -4,14 +4,33 @@
  * Storage layout: `sessions(id, version, body)`; body is the Session JSON the SessionObject pushed
  * at `version`. Pushes may arrive late or twice (retried by the session's alarm), so an upsert only
  * replaces an older version. Listing is a keyset scan on the primary key: ascending ids.
+ *
+ * The index is also how the Worker knows a session exists before it addresses the session's object
+ * (addressing an object creates its storage): an id is reserved (version 0, empty body, not listed)
+ * before its object is created or loaded from external storage.
+ *
+ * With `persistence.postgres_env`, changed rows are mirrored to PostgreSQL (src/persistence/
+ * pg-mirror.ts) by an alarm MIRROR_DELAY_MS after the first unmirrored change, in batches, so a
+ * busy session costs the database one write per delay rather than one per event; a failed batch
+ * is retried with backoff. `mirrored` holds the version last written there.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
 import type { Session } from "../shared/api-schema.ts";
 import { migrate } from "../storage/migrate.ts";
 import m0001 from "../../migrations/tenant/0001_init.sql";
+import m0002 from "../../migrations/tenant/0002_mirror.sql";
+import { log } from "../log.ts";
+import { getRuntime } from "../runtime.ts";
+import { mirrorConnection, mirrorUpsert, type MirrorRow } from "../persistence/pg-mirror.ts";
 
-const MIGRATIONS = [m0001];
+const MIGRATIONS = [m0001, m0002];
+/** Delay before changed rows are mirrored, ms: batches a burst of changes into one write. */
+const MIRROR_DELAY_MS = 1_000;
+/** Rows written per mirror batch. */
+const MIRROR_BATCH = 100;
+/** Longest wait between mirror retries, ms. */
+const MIRROR_MAX_BACKOFF_MS = 60_000;
 
 export class TenantObject extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
@@ -19,7 +38,10 @@ export class TenantObject extends DurableObject<Env> {
     migrate(ctx.storage, MIGRATIONS);
   }
 
-  upsert(id: string, version: number, session: Session): void {
+  #mirrorFailures = 0;
+
+  async upsert(id: string, version: number, session: Session, tenant?: string): Promise<void> {
+    if (tenant !== undefined) this.ctx.storage.sql.exec("INSERT OR IGNORE INTO tenant (name) VALUES (?)", tenant);
     this.ctx.storage.sql.exec(
       `INSERT INTO sessions (id, version, body) VALUES (?, ?, ?)
        ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body
@@ -28,19 +50,75 @@ export class TenantObject extends DurableObject<Env> {
       version,
       JSON.stringify(session),
     );
+    if (mirrorConnection(this.env, await getRuntime(this.env)) && (await this.ctx.storage.getAlarm()) === null) {
+      await this.ctx.storage.setAlarm(Date.now() + MIRROR_DELAY_MS);
+    }
+  }
+
+  /** Writes unmirrored rows to PostgreSQL; re-arms while some remain or after a failure. */
+  async alarm(): Promise<void> {
+    const rt = await getRuntime(this.env);
+    const conn = mirrorConnection(this.env, rt);
+    if (!conn) return;
+    const tenant = this.ctx.storage.sql.exec<{ name: string }>("SELECT name FROM tenant").toArray()[0]?.name;
+    if (tenant === undefined) return;
+    const rows = this.ctx.storage.sql
+      .exec<{ id: string; version: number; body: string }>("SELECT id, version, body FROM sessions WHERE version > 0 AND mirrored < version ORDER BY id LIMIT ?", MIRROR_BATCH)
+      .toArray();
+    if (rows.length === 0) return;
+    const batch: MirrorRow[] = rows.map((r) => ({ id: r.id, version: r.version, body: JSON.parse(r.body) as Session }));
+    try {
+      await mirrorUpsert(conn, tenant, batch);
+      for (const r of batch) this.ctx.storage.sql.exec("UPDATE sessions SET mirrored = MAX(mirrored, ?) WHERE id = ?", r.version, r.id);
+      this.#mirrorFailures = 0;
+      log("info", "tenant index mirrored", { sessions: batch.length });
+      const more = this.ctx.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM sessions WHERE version > 0 AND mirrored < version").one().n;
+      if (more > 0) await this.ctx.storage.setAlarm(Date.now() + MIRROR_DELAY_MS);
+    } catch (e) {
+      this.#mirrorFailures++;
+      const wait = Math.min(MIRROR_DELAY_MS * 2 ** this.#mirrorFailures, MIRROR_MAX_BACKOFF_MS);
+      log("warn", "tenant index mirror failed", { failures: this.#mirrorFailures, error: String(e) });
+      await this.ctx.storage.setAlarm(Date.now() + wait);
+    }
+  }
+
+  /** Rows of a list page with their versions, for merging with the mirror's page. */
+  listRows(after: string, limit: number, only?: string): MirrorRow[] {
+    const rows = only
+      ? this.ctx.storage.sql.exec<{ id: string; version: number; body: string }>(
+          "SELECT id, version, body FROM sessions WHERE id > ? AND id = ? AND version > 0 ORDER BY id LIMIT ?",
+          after,
+          only,
+          limit,
+        )
+      : this.ctx.storage.sql.exec<{ id: string; version: number; body: string }>(
+          "SELECT id, version, body FROM sessions WHERE id > ? AND version > 0 ORDER BY id LIMIT ?",
+          after,
+          limit,
+        );
+    return rows.toArray().map((r) => ({ id: r.id, version: r.version, body: JSON.parse(r.body) as Session }));
+  }
+
+  /** Records that session `id` exists (or is being created) before its object is addressed. */
+  reserve(id: string): void {
+    this.ctx.storage.sql.exec("INSERT OR IGNORE INTO sessions (id, version, body) VALUES (?, 0, '')", id);
+  }
+
+  has(id: string): boolean {
+    return this.ctx.storage.sql.exec("SELECT 1 FROM sessions WHERE id = ?", id).toArray().length > 0;
   }
 
   /** Sessions with id greater than `after`, ascending; `only` restricts to one id (session tokens). */
   list(after: string, limit: number, only?: string): Session[] {
     const rows = only
       ? this.ctx.storage.sql.exec<{ body: string }>(
-          "SELECT body FROM sessions WHERE id > ? AND id = ? ORDER BY id LIMIT ?",
+          "SELECT body FROM sessions WHERE id > ? AND id = ? AND version > 0 ORDER BY id LIMIT ?",
           after,
           only,
           limit,
         )
       : this.ctx.storage.sql.exec<{ body: string }>(
-          "SELECT body FROM sessions WHERE id > ? ORDER BY id LIMIT ?",
+          "SELECT body FROM sessions WHERE id > ? AND version > 0 ORDER BY id LIMIT ?",
           after,
           limit,
         );

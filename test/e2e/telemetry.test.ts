@@ -1,8 +1,10 @@
 /**
  * Every `svc.*` metric on the real local stack (spec "Operational behaviour"), as received by a real
- * OTLP/HTTP receiver (@elastic/mockotlpserver): the Worker and its objects export `svc.http.*` and
- * `svc.transcript.bytes`, the runner-host the turn and tool metrics; all under `service.name=svc`,
- * within 20 s of the traffic that makes them, and none with a tenant or session label.
+ * OTLP/HTTP receiver (@elastic/mockotlpserver): the Worker and its objects export `svc.http.*`,
+ * `svc.transcript.bytes` and the uploads' `svc.sync.*` (persistence to a real S3 peer, s3rver, taken
+ * down for one flush so an upload fails), the runner-host the turn and tool metrics; all under
+ * `service.name=svc`, within 20 s of the traffic that makes them, and none with a tenant or session
+ * label.
  */
 import { createRequire } from "node:module";
 import http from "node:http";
@@ -12,6 +14,7 @@ import { startScriptedProvider, type ScriptedProvider } from "../../examples/scr
 import { SvcClient } from "../../client/index.ts";
 import { METRICS, type MetricName } from "../../src/shared/metric-catalog.ts";
 import { call, checkedFetch } from "../helpers/api.ts";
+import { S3_KEY, startS3, type S3Peer } from "../helpers/s3.ts";
 import { openSse } from "../helpers/sse.ts";
 import { ROOT, secret, startStack, type Stack } from "../helpers/stack.ts";
 
@@ -25,10 +28,10 @@ type MockOtlp = {
 };
 const { MockOtlpServer, normalizeMetrics } = createRequire(import.meta.url)("@elastic/mockotlpserver") as MockOtlp;
 
-/** The spec's metrics this build records. The three `svc.sync.*` come with external persistence. */
-const EXPECTED = (Object.keys(METRICS) as MetricName[]).filter((n) => !n.startsWith("svc.sync."));
+/** Every metric of the spec. */
+const EXPECTED = Object.keys(METRICS) as MetricName[];
 const TENANT = "acme-telemetry";
-const env = { MANAGE: secret("otel-manage"), OPENAI_KEY: "sk-otel", TOOL_TOKEN: secret("otel-tool") };
+const env = { MANAGE: secret("otel-manage"), OPENAI_KEY: "sk-otel", TOOL_TOKEN: secret("otel-tool"), S3_ACCESS: S3_KEY, S3_SECRET: S3_KEY };
 
 type Seen = { resource: Attrs; metric: Metric };
 const seen: Seen[] = [];
@@ -36,6 +39,7 @@ const waiters: (() => void)[] = [];
 let receiver: InstanceType<MockOtlp["MockOtlpServer"]>;
 let provider: ScriptedProvider;
 let tool: http.Server;
+let s3: S3Peer;
 let stack: Stack;
 
 beforeAll(async () => {
@@ -54,6 +58,7 @@ beforeAll(async () => {
   });
   await receiver.start();
   provider = await startScriptedProvider();
+  s3 = await startS3();
   tool = http.createServer((req, res) => {
     req.resume().on("end", () => res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ content: [{ type: "text", text: "sunny" }] })));
   });
@@ -73,6 +78,16 @@ beforeAll(async () => {
           token_env: "TOOL_TOKEN",
         },
       ],
+      // Uploads only when flushed: the test decides when one fails and when one succeeds.
+      persistence: {
+        provider: "s3",
+        bucket: s3.bucket,
+        endpoint: s3.url,
+        region: "us-east-1",
+        access_key_env: "S3_ACCESS",
+        secret_key_env: "S3_SECRET",
+        interval_seconds: 3600,
+      },
     },
     env: { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.httpUrl.href.replace(/\/$/, "") },
   });
@@ -81,6 +96,7 @@ afterAll(async () => {
   await stack?.stop();
   await provider?.close();
   tool?.close();
+  await s3?.stop();
   await receiver?.close();
 });
 
@@ -106,6 +122,11 @@ describe("metrics over OTLP", () => {
     const m = await svc.sendMessage(s.id, `[[tool weather {"city":"Oslo"}]]`);
     await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === m.id, 30_000);
     sse.close();
+    // Uploads: one round fails (storage down), the next succeeds.
+    await s3.stop();
+    expect((await svc.flush(s.id)).pending).toBe(true);
+    await s3.start();
+    expect((await svc.flush(s.id)).pending).toBe(false);
     // Error answers: 401 (bad token), 404 (unknown session), 400 (unknown field).
     expect((await call(stack.url, "GET", "/sessions", { token: "not-a-token-at-all-0000000000" })).status).toBe(401);
     expect((await call(stack.url, "GET", `/sessions/${"0".repeat(32)}`, { token: env.MANAGE })).status).toBe(404);
@@ -123,6 +144,10 @@ describe("metrics over OTLP", () => {
     expect(total("svc.http.rejected", (a) => a.code === "not_found")).toBeGreaterThanOrEqual(1);
     expect(total("svc.http.rejected", (a) => a.code === "invalid_request")).toBeGreaterThanOrEqual(1);
     expect(total("svc.transcript.bytes")).toBeGreaterThan(0);
+    // Uploads: every round timed, the failed one counted, the backlog reported as a gauge.
+    expect(total("svc.sync.duration")).toBeGreaterThanOrEqual(2);
+    expect(total("svc.sync.failures")).toBeGreaterThanOrEqual(1);
+    expect(points("svc.sync.pending").length).toBeGreaterThan(0);
     // Runner-host: the tool call by tool and outcome, startup by harness.
     expect(total("svc.tool.calls", (a) => a.tool === "weather" && a.outcome === "success")).toBe(1);
     expect(points("svc.runner.startup").map((p) => p.attributes)).toContainEqual({ harness: "pi" });

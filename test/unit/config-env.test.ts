@@ -77,7 +77,26 @@ describe("checkEnvironment: providers, tools and persistence", () => {
       "persistence.secret_key_env: environment variable SK is not set",
     ]);
     expect(checkEnvironment(store, { ...goodEnv(), AK: "a", SK: "s", PG: "postgres://db" })).toEqual([]);
-    expect(checkEnvironment(config({ persistence: { provider: "s3", bucket: "b" } }), goodEnv())).toEqual([]);
+  });
+
+  it("s3 without keys uses the default credential chain: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set", () => {
+    const s3 = config({ persistence: { provider: "s3", bucket: "b" } });
+    expect(checkEnvironment(s3, goodEnv())).toEqual([
+      "persistence (s3 default credential chain): environment variable AWS_ACCESS_KEY_ID is not set",
+      "persistence (s3 default credential chain): environment variable AWS_SECRET_ACCESS_KEY is not set",
+    ]);
+    expect(checkEnvironment(s3, { ...goodEnv(), AWS_ACCESS_KEY_ID: "a", AWS_SECRET_ACCESS_KEY: "s" })).toEqual([]);
+  });
+
+  it("gcs needs a service-account JSON key in GCS_SERVICE_ACCOUNT (unless an emulator is named)", () => {
+    const gcs = config({ persistence: { provider: "gcs", bucket: "b" } });
+    expect(checkEnvironment(gcs, goodEnv())).toEqual(["persistence (gcs): environment variable GCS_SERVICE_ACCOUNT is not set"]);
+    expect(checkEnvironment(gcs, { ...goodEnv(), GCS_SERVICE_ACCOUNT: "{}" })).toEqual([
+      "persistence (gcs): environment variable GCS_SERVICE_ACCOUNT lacks client_email, private_key or a valid token_uri",
+    ]);
+    const account = JSON.stringify({ client_email: "a@b", private_key: "-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----\n" });
+    expect(checkEnvironment(gcs, { ...goodEnv(), GCS_SERVICE_ACCOUNT: account })).toEqual([]);
+    expect(checkEnvironment(gcs, { ...goodEnv(), STORAGE_EMULATOR_HOST: "http://127.0.0.1:1" })).toEqual([]);
   });
 });
 

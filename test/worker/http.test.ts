@@ -309,7 +309,8 @@ describe("500 service_error", () => {
       ...env,
       SESSIONS: { getByName: () => ({ get: () => Promise.reject(new Error("rpc torn down: internal detail")) }) },
     } as unknown as Env;
-    const res = await call(broken, `/sessions/${newId()}`);
+    const existing = await createSession();
+    const res = await call(broken, `/sessions/${existing.id}`);
     const requestId = res.headers.get("X-Request-ID")!;
     expect(await res.json()).toEqual({ error: { code: "service_error", message: "internal server error" }, request_id: requestId });
     expect(errors.mock.calls.some((c) => String(c[0]).includes(requestId))).toBe(true);

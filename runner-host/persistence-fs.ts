@@ -1,0 +1,60 @@
+/**
+ * The Node side of the `filesystem` persistence provider: the PERSISTENCE_FS service binding the
+ * local stack hands Miniflare. Objects are plain files under `directory` (relative paths resolve
+ * from the working directory); a key is a relative path whose segments the Worker URL-encodes.
+ *
+ * Immutable objects are created atomically: written to a temporary file, then hard-linked into
+ * place (the link fails if the name exists, so a re-upload after a crash leaves the first copy),
+ * so a reader never sees a partial file.
+ */
+import { randomBytes } from "node:crypto";
+import { link, mkdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
+import path from "node:path";
+
+export function persistenceFsHandler(directory: string): (request: Request) => Promise<Response> {
+  const root = path.resolve(directory);
+  return async (request) => {
+    const url = new URL(request.url);
+    if (!url.pathname.startsWith("/o/")) return new Response("no such route", { status: 404 });
+    const segments = url.pathname.slice(3).split("/").map(decodeURIComponent);
+    if (segments.some((s) => s === "" || s === "." || s === ".." || s.includes("/") || s.includes("\\") || s.includes("\0"))) {
+      return new Response("invalid key", { status: 400 });
+    }
+    const file = path.join(root, ...segments);
+    try {
+      switch (request.method) {
+        case "GET":
+          return new Response(await readFile(file));
+        case "DELETE":
+          await unlink(file).catch((e: NodeJS.ErrnoException) => {
+            if (e.code !== "ENOENT") throw e;
+          });
+          return new Response(null, { status: 204 });
+        case "PUT": {
+          const body = new Uint8Array(await request.arrayBuffer());
+          await mkdir(path.dirname(file), { recursive: true });
+          const tmp = `${file}.${randomBytes(6).toString("hex")}.tmp`;
+          await writeFile(tmp, body);
+          if (request.headers.get("If-None-Match") !== "*") {
+            await rename(tmp, file);
+            return new Response(null, { status: 201 });
+          }
+          try {
+            await link(tmp, file);
+            return new Response(null, { status: 201 });
+          } catch (e) {
+            if ((e as NodeJS.ErrnoException).code === "EEXIST") return new Response(null, { status: 412 });
+            throw e;
+          } finally {
+            await unlink(tmp);
+          }
+        }
+        default:
+          return new Response("method not allowed", { status: 405 });
+      }
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return new Response("not found", { status: 404 });
+      return new Response(`filesystem error: ${(e as NodeJS.ErrnoException).code ?? "unknown"}`, { status: 500 });
+    }
+  };
+}

@@ -1,0 +1,92 @@
+/**
+ * SyncBacklog: the deployment's count of sessions waiting to upload (spec "Limits": a full
+ * persistence queue gives `429 overloaded` on new writes and `503` on readiness).
+ *
+ * A session joins when it first has something to upload and leaves when storage has caught up, so
+ * this object sees two calls per dirty period of a session, not one per event. `enter` without
+ * `force` is the admission check for new writes; work already running (a turn's events) always
+ * enters.
+ *
+ * Startup scan: when this object starts (a process start in the local stack, an eviction when
+ * deployed) it wakes every queued session, which re-arms its upload alarm or leaves the queue;
+ * readiness stays `503` until that scan has finished.
+ *
+ * It records `svc.sync.pending` (the gauge of sessions waiting) whenever the count changes and on
+ * each readiness probe, and exports it like every object does (src/metrics).
+ *
+ * Storage layout: `queued(name, since)` (migrations/sync_backlog).
+ */
+import { DurableObject } from "cloudflare:workers";
+import type { Env } from "../env.ts";
+import { log } from "../log.ts";
+import { migrate } from "../storage/migrate.ts";
+import m0001 from "../../migrations/sync_backlog/0001_init.sql";
+import { scheduleExport } from "../metrics/exporter.ts";
+import { metrics } from "../metrics/registry.ts";
+
+export const BACKLOG_NAME = "sync-backlog";
+/** Sessions the startup scan wakes at once. */
+const SCAN_CONCURRENCY = 8;
+
+export type BacklogStatus = { pending: number; scanned: boolean };
+
+export class SyncBacklog extends DurableObject<Env> {
+  #scan: Promise<void> | undefined;
+  #scanned = false;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    migrate(ctx.storage, [m0001]);
+  }
+
+  #count(): number {
+    return this.ctx.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queued").one().n;
+  }
+
+  /** `svc.sync.pending` now; returns the count. */
+  #recordPending(): number {
+    const n = this.#count();
+    metrics.gauge("svc.sync.pending").set(n);
+    scheduleExport(this.env, (p) => this.ctx.waitUntil(p));
+    return n;
+  }
+
+  /** Joins the queue; false (and nothing recorded) when `limit` sessions already wait and not `force`. */
+  enter(name: string, limit: number, force: boolean): boolean {
+    const sql = this.ctx.storage.sql;
+    if (sql.exec("SELECT 1 FROM queued WHERE name = ?", name).toArray().length > 0) return true;
+    if (!force && this.#count() >= limit) return false;
+    sql.exec("INSERT INTO queued (name, since) VALUES (?, ?)", name, Date.now());
+    this.#recordPending();
+    return true;
+  }
+
+  leave(name: string): void {
+    this.ctx.storage.sql.exec("DELETE FROM queued WHERE name = ?", name);
+    this.#recordPending();
+  }
+
+  /** Starts the startup scan on the first call of this object's life. */
+  status(): BacklogStatus {
+    this.#scan ??= this.#runScan();
+    return { pending: this.#recordPending(), scanned: this.#scanned };
+  }
+
+  async #runScan(): Promise<void> {
+    const names = this.ctx.storage.sql.exec<{ name: string }>("SELECT name FROM queued ORDER BY since").toArray().map((r) => r.name);
+    let next = 0;
+    const worker = async () => {
+      while (next < names.length) {
+        const name = names[next++]!;
+        try {
+          await this.env.SESSIONS.getByName(name).syncKick();
+        } catch (e) {
+          log("warn", "sync scan could not wake a session", { error: String(e) });
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: SCAN_CONCURRENCY }, worker));
+    this.#scanned = true;
+    log("info", "sync startup scan finished", { sessions: names.length });
+  }
+}

@@ -1,0 +1,60 @@
+/**
+ * `filesystem`: plain files under `directory`/`prefix`, written by the Node process that runs the
+ * local stack. The Worker reaches it through the service binding PERSISTENCE_FS, a function the
+ * local stack registers with Miniflare (runner-host/persistence-fs.ts). A deployed Worker has no
+ * such binding, which is why `svc deploy` refuses this provider.
+ *
+ * Wire: `PUT /o/<key>` (header `If-None-Match: *` to create only), `GET /o/<key>`,
+ * `DELETE /o/<key>`; 404 for a missing object, 5xx with a message for a failure.
+ */
+import { httpFailure, StoreError, type ObjectStore } from "./store.ts";
+
+export const FS_BINDING = "PERSISTENCE_FS";
+
+/** What the store needs of the binding (a Worker `Fetcher`). */
+export type FileService = { fetch(input: string, init?: RequestInit): Promise<Response> };
+
+export class FsStore implements ObjectStore {
+  readonly kind = "filesystem";
+  readonly #service: FileService;
+
+  constructor(service: FileService) {
+    this.#service = service;
+  }
+
+  async #send(key: string, init: RequestInit): Promise<Response> {
+    try {
+      return await this.#service.fetch(`http://persistence-fs/o/${key.split("/").map(encodeURIComponent).join("/")}`, init);
+    } catch (e) {
+      throw new StoreError(`filesystem ${init.method} ${key} failed: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+
+  async create(key: string, body: Uint8Array, type: string): Promise<void> {
+    const res = await this.#send(key, { method: "PUT", body, headers: { "Content-Type": type, "If-None-Match": "*" } });
+    if (res.ok || res.status === 412) return void (await res.body?.cancel());
+    throw await httpFailure(`filesystem write ${key}`, res);
+  }
+
+  async put(key: string, body: Uint8Array, type: string): Promise<void> {
+    const res = await this.#send(key, { method: "PUT", body, headers: { "Content-Type": type } });
+    if (res.ok) return void (await res.body?.cancel());
+    throw await httpFailure(`filesystem write ${key}`, res);
+  }
+
+  async get(key: string): Promise<Uint8Array | null> {
+    const res = await this.#send(key, { method: "GET" });
+    if (res.status === 404) {
+      await res.body?.cancel();
+      return null;
+    }
+    if (!res.ok) throw await httpFailure(`filesystem read ${key}`, res);
+    return new Uint8Array(await res.arrayBuffer());
+  }
+
+  async delete(key: string): Promise<void> {
+    const res = await this.#send(key, { method: "DELETE" });
+    if (res.ok || res.status === 404) return void (await res.body?.cancel());
+    throw await httpFailure(`filesystem delete ${key}`, res);
+  }
+}

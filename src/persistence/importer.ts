@@ -1,0 +1,131 @@
+/**
+ * Brings a published checkpoint back into a session's SQLite: `load` (the session is not on this
+ * deployment) and `restore` (the session's settled state is replaced). The download happens first,
+ * outside any transaction; the replacement is one `transactionSync`, so a failed download or a
+ * crash leaves the local state as it was.
+ */
+import type { SessionState } from "../session/session-state.ts";
+import type { Layout } from "./layout.ts";
+import type { BlockRef, Manifest } from "./manifest.ts";
+import type { Published } from "./uploader.ts";
+import { decoder, StoreError, type ObjectStore } from "./store.ts";
+
+export type Download = { lines: string[]; native: string[][] };
+
+/** The history lines up to the checkpoint's offset and each checkpoint's native records. */
+export async function download(store: ObjectStore, m: Manifest): Promise<Download> {
+  const offset = m.checkpoint?.offset ?? 0;
+  const lines: string[] = [];
+  let at = 0;
+  for (const b of m.history) {
+    if (b.start !== at) throw new StoreError(`history block ${b.key} starts at ${b.start}, expected ${at}`);
+    const text = await required(store, b.key);
+    for (const line of text.split("\n").slice(0, -1)) {
+      at += new TextEncoder().encode(line).byteLength + 1;
+      if (at <= offset) lines.push(line);
+    }
+    if (at !== b.end) throw new StoreError(`history block ${b.key} does not end at ${b.end}`);
+  }
+  if (at < offset) throw new StoreError(`the history in storage ends at ${at}, before the checkpoint at ${offset}`);
+  const native: string[][] = [];
+  for (const c of m.checkpoints) {
+    const records = (await required(store, c.native)).split("\n").slice(0, -1);
+    if (records.length !== c.records) throw new StoreError(`native object ${c.native} holds ${records.length} records, expected ${c.records}`);
+    native.push(records);
+  }
+  return { lines, native };
+}
+
+async function required(store: ObjectStore, key: string): Promise<string> {
+  const bytes = await store.get(key);
+  if (!bytes) throw new StoreError(`object ${key} named by a manifest is missing`);
+  return decoder.decode(bytes);
+}
+
+/**
+ * Replaces history, native state and checkpoints with the download. `load` also writes the session
+ * row from the manifest; `restore` keeps the row, moves to a new log epoch (cursors past the cut
+ * stop working) and leaves the session `idle`. Returns the keys that only the cut-off tail used.
+ */
+export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download, mode: "load" | "restore", now: string): string[] {
+  const sql = s.storage.sql;
+  const offset = m.checkpoint?.offset ?? 0;
+  const kept = keptBlocks(m.history, offset);
+  return s.storage.transactionSync(() => {
+    const orphans: string[] = [];
+    if (mode === "restore") {
+      const r = s.require();
+      // Checkpoints known locally are ancestors: cursors up to the cut stay valid. Otherwise none do.
+      const local = sql.exec("SELECT 1 FROM checkpoints WHERE id = ?", m.checkpoint?.id ?? "").toArray().length > 0;
+      const cutSeq = local ? s.log.countUntil(offset) : 0;
+      sql.exec("INSERT OR REPLACE INTO epoch_cuts (epoch, last_seq) VALUES (?, ?)", r.epoch, cutSeq);
+      sql.exec("DELETE FROM idem_keys WHERE event_seq > ?", cutSeq);
+      const restored = new Set(m.checkpoints.map((c) => c.id));
+      for (const b of sql.exec<{ key: string; start: number }>("SELECT key, start FROM sync_blocks WHERE start >= ?", offset)) orphans.push(b.key);
+      for (const c of sql.exec<{ id: string; native_key: string | null; published: number }>("SELECT id, native_key, published FROM checkpoints")) {
+        if (restored.has(c.id)) continue;
+        if (c.native_key) orphans.push(c.native_key);
+        if (c.published) orphans.push(layout.checkpoint(c.id));
+      }
+      sql.exec("UPDATE session SET epoch = epoch + 1, log_bytes = 0, status = 'idle', updated_at = ?, version = version + 1", now);
+    } else {
+      const x = m.session;
+      sql.exec(
+        `INSERT INTO session (id, tenant, harness, config, status, created_at, updated_at, descriptors, credential_bindings, cursor_key, epoch, bindings)
+         VALUES (?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?)`,
+        x.id,
+        x.tenant,
+        x.harness,
+        JSON.stringify(x.config),
+        x.created_at,
+        x.updated_at,
+        JSON.stringify(x.descriptors),
+        x.credential_bindings ? JSON.stringify(x.credential_bindings) : null,
+        m.cursor_key,
+        m.epoch,
+        JSON.stringify(x.bindings ?? []),
+      );
+      for (const c of m.epoch_cuts) sql.exec("INSERT INTO epoch_cuts (epoch, last_seq) VALUES (?, ?)", c.epoch, c.last_seq);
+      for (const c of m.credentials) sql.exec("INSERT INTO credentials (alias, key_id, iv, ciphertext) VALUES (?, ?, ?, ?)", c.alias, c.key_id, c.iv, c.ciphertext);
+    }
+    for (const t of ["events", "event_chunks", "native", "checkpoints", "inputs", "open_calls", "runtime_calls", "sync_blocks"]) sql.exec(`DELETE FROM ${t}`);
+    for (const line of d.lines) {
+      const e = JSON.parse(line) as { id: string; type: string; time: string; data: Record<string, unknown>; input_id?: string };
+      s.append({ type: e.type, data: e.data, input_id: e.input_id }, e.time, e.id);
+    }
+    let nativeSeq = 0;
+    m.checkpoints.forEach((c, i) => {
+      for (const record of d.native[i]!) {
+        sql.exec("INSERT INTO native (seq, record, bytes) VALUES (?, ?, ?)", ++nativeSeq, record, new TextEncoder().encode(record).byteLength);
+      }
+      sql.exec(
+        "INSERT INTO checkpoints (id, event_offset, native_seq, time, native_key, native_records, published) VALUES (?, ?, ?, ?, ?, ?, 1)",
+        c.id,
+        c.offset,
+        nativeSeq,
+        c.time,
+        c.native,
+        c.records,
+      );
+    });
+    sql.exec("UPDATE session SET checkpoint = ?", m.checkpoint ? JSON.stringify(m.checkpoint) : null);
+    for (const b of kept) sql.exec("INSERT INTO sync_blocks (start, end_offset, key) VALUES (?, ?, ?)", b.start, b.end, b.key);
+    const last = m.checkpoints.at(-1);
+    const published: Published | null = m.checkpoint && last ? { checkpoint: last.id, native: last.native, offset, time: now } : null;
+    // A restore must repoint latest.json; either way the part of the history between the last whole
+    // block and the checkpoint is uploaded again as a block of its own. The caller marks it dirty.
+    sql.exec(
+      `INSERT OR REPLACE INTO sync (one, uploaded_offset, inflight, dirty_at, failures, retry_at, error, published, latest_stale, queued)
+       VALUES (1, ?, NULL, NULL, 0, NULL, NULL, ?, ?, COALESCE((SELECT queued FROM sync), 0))`,
+      kept.at(-1)?.end ?? 0,
+      published ? JSON.stringify(published) : null,
+      mode === "restore" ? 1 : 0,
+    );
+    return orphans;
+  });
+}
+
+/** Blocks wholly inside the first `offset` bytes. */
+function keptBlocks(history: BlockRef[], offset: number): BlockRef[] {
+  return history.filter((b) => b.end <= offset);
+}

@@ -1,0 +1,47 @@
+/**
+ * Object keys in external storage (docs/design-notes.md "Persistence layout"):
+ *
+ *   <prefix>/<tenant-hash>/<session>/blocks/<start>-<end>-<hash>.ndjson   immutable history block
+ *   <prefix>/<tenant-hash>/<session>/native/<checkpoint>.ndjson           native records of one turn
+ *   <prefix>/<tenant-hash>/<session>/checkpoints/<checkpoint>.json        immutable manifest
+ *   <prefix>/<tenant-hash>/<session>/latest.json                          the latest manifest (overwritten)
+ *
+ * The tenant is hashed (SHA-256, 32 hex) because a tenant name may hold any character; `start`
+ * and `end` are zero-padded byte offsets into the NDJSON history so keys sort in history order,
+ * and `hash` (the first 16 hex of the block's SHA-256) keeps a block written after a restore apart
+ * from an older block that covered the same offsets with other content.
+ */
+import { sha256Hex } from "../shared/ids.ts";
+
+/** Digits of a zero-padded offset: 2^53 fits in 16 decimal digits. */
+const OFFSET_DIGITS = 16;
+
+export class Layout {
+  readonly #root: string;
+
+  private constructor(root: string) {
+    this.#root = root;
+  }
+
+  static async of(prefix: string, tenant: string, session: string): Promise<Layout> {
+    const p = prefix === "" || prefix.endsWith("/") ? prefix : `${prefix}/`;
+    return new Layout(`${p}${(await sha256Hex(tenant)).slice(0, 32)}/${session}/`);
+  }
+
+  block(start: number, end: number, hash: string): string {
+    const pad = (n: number) => String(n).padStart(OFFSET_DIGITS, "0");
+    return `${this.#root}blocks/${pad(start)}-${pad(end)}-${hash.slice(0, 16)}.ndjson`;
+  }
+
+  native(checkpoint: string): string {
+    return `${this.#root}native/${checkpoint}.ndjson`;
+  }
+
+  checkpoint(checkpoint: string): string {
+    return `${this.#root}checkpoints/${checkpoint}.json`;
+  }
+
+  latest(): string {
+    return `${this.#root}latest.json`;
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * The checkpoint manifest: one JSON object per published checkpoint (and `latest.json`, a copy of
+ * the newest), enough to rebuild the session on an empty deployment. Written by the uploader and
+ * read back by restore and load, so both ends share this schema.
+ */
+import { z } from "zod";
+import { SessionConfigSchema, ToolSchema } from "../shared/api-schema.ts";
+
+export const MANIFEST_FORMAT = 1;
+
+const Hex32 = z.string().regex(/^[a-f0-9]{32}$/);
+const Offset = z.int().min(0);
+
+export const BlockRefSchema = z.strictObject({ key: z.string().min(1), start: Offset, end: Offset });
+export type BlockRef = z.infer<typeof BlockRefSchema>;
+
+export const CheckpointRefSchema = z.strictObject({
+  id: Hex32,
+  offset: Offset,
+  time: z.string(),
+  /** Key of the native records this checkpoint's turn appended. */
+  native: z.string().min(1),
+  /** How many native records that object holds. */
+  records: z.int().min(0),
+});
+export type CheckpointRef = z.infer<typeof CheckpointRefSchema>;
+
+/** A session's tool binding as stored (src/session/bindings.ts `StoredBinding`). */
+const StoredBindingSchema = z.strictObject({
+  alias: z.string(),
+  tools: z.array(z.string()),
+  executor: z.string().optional(),
+  runtime: z.array(ToolSchema).optional(),
+  parameters: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const ManifestSchema = z.strictObject({
+  format: z.literal(MANIFEST_FORMAT),
+  session: z.strictObject({
+    id: Hex32,
+    tenant: z.string().min(1),
+    harness: z.string().min(1),
+    config: SessionConfigSchema,
+    created_at: z.string(),
+    updated_at: z.string(),
+    descriptors: z.array(ToolSchema),
+    credential_bindings: z.array(z.string()).optional(),
+    /** Tool bindings (runtime tools and credential overrides); absent when the session has none. */
+    bindings: z.array(StoredBindingSchema).optional(),
+  }),
+  /** Cursor MAC key and log epoch, so cursors a client holds keep working after a load. */
+  cursor_key: z.string().min(1),
+  epoch: z.int().min(1),
+  /** Earlier epochs and the last event position each kept (restores cut the log). */
+  epoch_cuts: z.array(z.strictObject({ epoch: z.int().min(1), last_seq: z.int().min(0) })),
+  /** Private credential overrides, as ciphertext only. */
+  credentials: z.array(z.strictObject({ alias: z.string(), key_id: z.string(), iv: z.string(), ciphertext: z.string() })),
+  /** The checkpoint this manifest publishes; null before the first completed turn. */
+  checkpoint: z.strictObject({ id: Hex32, offset: Offset, time: z.string() }).nullable(),
+  /** Blocks covering the history from 0 to at least the checkpoint's offset, in order. */
+  history: z.array(BlockRefSchema),
+  /** Every checkpoint up to this one, oldest first. */
+  checkpoints: z.array(CheckpointRefSchema),
+});
+export type Manifest = z.infer<typeof ManifestSchema>;
+
+export function parseManifest(bytes: Uint8Array): Manifest {
+  return ManifestSchema.parse(JSON.parse(new TextDecoder().decode(bytes)));
+}

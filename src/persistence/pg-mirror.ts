@@ -1,0 +1,81 @@
+/**
+ * The PostgreSQL mirror of the session index (`persistence.postgres_env`): every deployment that
+ * shares the database and the storage bucket can discover a tenant's sessions, also ones created
+ * elsewhere; `GET /sessions/{id}` then loads such a session from storage.
+ *
+ * Reached through a Hyperdrive binding named POSTGRES when the deployment has one (pooled
+ * connections near the database), otherwise directly with the connection string in the variable
+ * `postgres_env` names (the local stack). One short-lived client per call: a Worker cannot keep a
+ * connection between requests, and Hyperdrive pools behind it.
+ *
+ * Table (created when missing): svc_sessions(tenant, id, version, body jsonb, updated_at), primary
+ * key (tenant, id). Writes only replace an older version, so late or repeated mirrors are harmless.
+ */
+import type { Env } from "../env.ts";
+import type { Runtime } from "../runtime.ts";
+import type { Session } from "../shared/api-schema.ts";
+import type { MirrorRow } from "./merge-pages.ts";
+
+export const HYPERDRIVE_BINDING = "POSTGRES";
+
+export type { MirrorRow } from "./merge-pages.ts";
+export { mergePages } from "./merge-pages.ts";
+
+const DDL = `CREATE TABLE IF NOT EXISTS svc_sessions (
+  tenant TEXT NOT NULL,
+  id TEXT NOT NULL,
+  version BIGINT NOT NULL,
+  body JSONB NOT NULL,
+  updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  PRIMARY KEY (tenant, id)
+)`;
+
+let tableReady = false;
+
+/** The connection string, or undefined when no mirror is configured. */
+export function mirrorConnection(env: Env, rt: Runtime): string | undefined {
+  const p = rt.config.persistence;
+  if (!p || p.postgres_env === "") return undefined;
+  const hyperdrive = env[HYPERDRIVE_BINDING] as { connectionString?: string } | undefined;
+  return hyperdrive?.connectionString ?? rt.vars[p.postgres_env];
+}
+
+async function withClient<T>(conn: string, fn: (q: (text: string, values?: unknown[]) => Promise<{ rows: any[] }>) => Promise<T>): Promise<T> {
+  // Loaded only where a mirror is configured: most deployments never evaluate the driver.
+  const { default: pg } = await import("pg");
+  const client = new pg.Client({ connectionString: conn });
+  await client.connect();
+  try {
+    const q = (text: string, values?: unknown[]) => client.query(text, values);
+    if (!tableReady) {
+      await q(DDL);
+      tableReady = true;
+    }
+    return await fn(q);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+export function mirrorUpsert(conn: string, tenant: string, rows: MirrorRow[]): Promise<void> {
+  return withClient(conn, async (q) => {
+    for (const r of rows) {
+      await q(
+        `INSERT INTO svc_sessions (tenant, id, version, body) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (tenant, id) DO UPDATE SET version = excluded.version, body = excluded.body, updated_at = now()
+         WHERE svc_sessions.version < excluded.version`,
+        [tenant, r.id, r.version, JSON.stringify(r.body)],
+      );
+    }
+  });
+}
+
+/** A keyset page of the tenant's sessions as mirrored (ids above `after`, ascending). */
+export function mirrorList(conn: string, tenant: string, after: string, limit: number, only?: string): Promise<MirrorRow[]> {
+  return withClient(conn, async (q) => {
+    const { rows } = only
+      ? await q("SELECT id, version, body FROM svc_sessions WHERE tenant = $1 AND id > $2 AND id = $3 ORDER BY id LIMIT $4", [tenant, after, only, limit])
+      : await q("SELECT id, version, body FROM svc_sessions WHERE tenant = $1 AND id > $2 ORDER BY id LIMIT $3", [tenant, after, limit]);
+    return rows.map((r) => ({ id: r.id as string, version: Number(r.version), body: r.body as Session }));
+  });
+}

@@ -1,0 +1,48 @@
+/** `r2` through the Worker's R2 binding (`PERSISTENCE`), when the deployment binds a bucket. */
+import { StoreError, type ObjectStore } from "./store.ts";
+
+/** What the store needs of an R2 bucket binding (a Worker `R2Bucket`). */
+export type R2BucketLike = {
+  put(key: string, value: Uint8Array, options: { onlyIf?: Headers; httpMetadata: { contentType: string } }): Promise<unknown>;
+  get(key: string): Promise<{ arrayBuffer(): Promise<ArrayBuffer> } | null>;
+  delete(key: string): Promise<void>;
+};
+
+export class R2Store implements ObjectStore {
+  readonly kind = "r2";
+  readonly #bucket: R2BucketLike;
+
+  constructor(bucket: R2BucketLike) {
+    this.#bucket = bucket;
+  }
+
+  async #call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      throw new StoreError(`r2 ${what} failed: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+
+  async create(key: string, body: Uint8Array, type: string): Promise<void> {
+    // `If-None-Match: *`: null (precondition failed) means the object exists, which is success.
+    await this.#call(`put ${key}`, () =>
+      this.#bucket.put(key, body, { onlyIf: new Headers({ "If-None-Match": "*" }), httpMetadata: { contentType: type } }),
+    );
+  }
+
+  async put(key: string, body: Uint8Array, type: string): Promise<void> {
+    await this.#call(`put ${key}`, () => this.#bucket.put(key, body, { httpMetadata: { contentType: type } }));
+  }
+
+  async get(key: string): Promise<Uint8Array | null> {
+    return this.#call(`get ${key}`, async () => {
+      const o = await this.#bucket.get(key);
+      return o ? new Uint8Array(await o.arrayBuffer()) : null;
+    });
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.#call(`delete ${key}`, () => this.#bucket.delete(key));
+  }
+}

@@ -1,0 +1,284 @@
+/**
+ * Persistence for one SessionObject: when to upload (the object's alarm, every `interval_seconds`
+ * while something is not uploaded, with backoff after failures), flush, sync status, restore and
+ * load. The object calls in here and stays thin; the upload itself is `Uploader`, the download
+ * `importer`.
+ *
+ * Lifecycle: a change marks the session dirty (`sync.dirty_at`) and enters the deployment's
+ * SyncBacklog; an upload round that leaves nothing behind marks it clean and leaves the backlog.
+ * One round runs at a time per object (`#running`): the alarm, a flush and a restore wait on it.
+ */
+import type { Env } from "../env.ts";
+import { log } from "../log.ts";
+import { scheduleExport, type KeepAlive } from "../metrics/exporter.ts";
+import { metrics } from "../metrics/registry.ts";
+import { getRuntime } from "../runtime.ts";
+import type { Persistence } from "../shared/config-schema.ts";
+import type { SyncStatus } from "../shared/sync-schema.ts";
+import { conflict, notFound, overloaded, ServiceError, unsupported } from "../shared/errors.ts";
+import { sessionObjectName } from "../session/object-name.ts";
+import type { SessionState } from "../session/session-state.ts";
+import { BACKLOG_NAME } from "./backlog-object.ts";
+import { apply, download } from "./importer.ts";
+import { Layout } from "./layout.ts";
+import { parseManifest } from "./manifest.ts";
+import { openStore } from "./open-store.ts";
+import type { ObjectStore } from "./store.ts";
+import { behind, Uploader, type Published, type SyncRow } from "./uploader.ts";
+
+/** docs/api.md "Flush, sync, restore": flush waits at most 30 s for what was local when it was called. */
+export const FLUSH_WAIT_MS = 30_000;
+/** Longest wait between retries after failures, ms: an outage is retried at least every 5 minutes. */
+export const MAX_BACKOFF_MS = 5 * 60_000;
+
+type Ctx = { p: Persistence; store: ObjectStore; layout: Layout; up: Uploader };
+
+export class SessionSync {
+  readonly #env: Env;
+  readonly #state: SessionState;
+  readonly #arm: (at: number) => Promise<void>;
+  readonly #keepAlive: KeepAlive;
+  #running: Promise<unknown> = Promise.resolve();
+
+  /** `keepAlive`: the object's `waitUntil`, which carries the metrics export (src/metrics). */
+  constructor(o: { env: Env; state: SessionState; arm: (at: number) => Promise<void>; keepAlive: KeepAlive }) {
+    this.#env = o.env;
+    this.#state = o.state;
+    this.#arm = o.arm;
+    this.#keepAlive = o.keepAlive;
+  }
+
+  /** `svc.sync.duration` for every round, `svc.sync.failures` for a failed one. */
+  #recordRound(ms: number, failed: boolean): void {
+    metrics.histogram("svc.sync.duration").record(ms);
+    if (failed) metrics.counter("svc.sync.failures").add(1);
+    scheduleExport(this.#env, this.#keepAlive);
+  }
+
+  /** The object's name, which is how the backlog knows the session. */
+  #name(): string {
+    const r = this.#state.require();
+    return sessionObjectName(r.tenant, r.id);
+  }
+
+  async #ctx(): Promise<Ctx | undefined> {
+    const rt = await getRuntime(this.#env);
+    const p = rt.config.persistence;
+    if (!p) return undefined;
+    const r = this.#state.require();
+    const store = openStore(this.#env, p, rt.vars);
+    const layout = await Layout.of(p.prefix, r.tenant, r.id);
+    return { p, store, layout, up: new Uploader(this.#state, store, layout) };
+  }
+
+  #row(): SyncRow | undefined {
+    return this.#state.storage.sql.exec<SyncRow>("SELECT * FROM sync").toArray()[0];
+  }
+
+  get #backlog() {
+    return this.#env.SYNC_BACKLOG.getByName(BACKLOG_NAME);
+  }
+
+  /** New writes: `429` when the backlog is full and this session is not already in it. */
+  async admit(name: string): Promise<void> {
+    const { config } = await getRuntime(this.#env);
+    const p = config.persistence;
+    if (!p || this.#row()?.queued) return;
+    if (!(await this.#backlog.enter(name, p.queue, false))) {
+      throw overloaded(`${p.queue} sessions are waiting to upload to storage`);
+    }
+    this.#ensureRow();
+    this.#state.storage.sql.exec("UPDATE sync SET queued = 1");
+  }
+
+  #ensureRow(): void {
+    this.#state.storage.sql.exec("INSERT OR IGNORE INTO sync (one) VALUES (1)");
+  }
+
+  /** After a committed change: dirty, an alarm within `interval_seconds`, and in the backlog. */
+  async changed(): Promise<void> {
+    const { config } = await getRuntime(this.#env);
+    const p = config.persistence;
+    if (!p || !this.#state.row()) return;
+    this.#ensureRow();
+    const s = this.#row()!;
+    if (s.dirty_at === null) {
+      if (!behind(this.#state)) return;
+      const now = Date.now();
+      this.#state.storage.sql.exec("UPDATE sync SET dirty_at = ?", now);
+      await this.#arm(s.retry_at ?? now + p.interval_seconds * 1000);
+    }
+    if (!s.queued) await this.#enterBacklog(p);
+  }
+
+  async #enterBacklog(p: Persistence): Promise<void> {
+    try {
+      await this.#backlog.enter(this.#name(), p.queue, true);
+      this.#state.storage.sql.exec("UPDATE sync SET queued = 1");
+    } catch (e) {
+      log("warn", "sync backlog unreachable", { session_id: this.#state.row()?.id, error: String(e) });
+    }
+  }
+
+  /** The object's alarm: an upload round when one is due, then the next alarm. */
+  async alarm(): Promise<void> {
+    const s = this.#row();
+    if (!s || !this.#state.row()) return;
+    const c = await this.#ctx();
+    if (!c) return;
+    if (s.dirty_at === null) return this.#leaveIfQueued(s);
+    const due = s.retry_at ?? s.dirty_at + c.p.interval_seconds * 1000;
+    if (Date.now() < due) return this.#arm(due);
+    if (!s.queued) await this.#enterBacklog(c.p);
+    await this.#round(c);
+  }
+
+  /** SyncBacklog's startup scan: a queued session re-arms its alarm, or leaves when clean. */
+  async kick(): Promise<void> {
+    const s = this.#row();
+    if (!s) return;
+    if (s.dirty_at === null) return this.#leaveIfQueued(s);
+    // After a restart the upload resumes now, not an interval later; a backoff in force stays.
+    const at = s.retry_at ?? Date.now();
+    this.#state.storage.sql.exec("UPDATE sync SET retry_at = ?", at);
+    await this.#arm(at);
+  }
+
+  async #leaveIfQueued(s: SyncRow): Promise<void> {
+    if (!s.queued) return;
+    try {
+      await this.#backlog.leave(this.#name());
+      this.#state.storage.sql.exec("UPDATE sync SET queued = 0");
+    } catch (e) {
+      log("warn", "sync backlog unreachable", { session_id: this.#state.row()?.id, error: String(e) });
+    }
+  }
+
+  /** One round under the lock; records success or failure and arms the next alarm. */
+  #round(c: Ctx): Promise<string | undefined> {
+    const run = this.#running.then(async () => {
+      const t0 = Date.now();
+      const sql = this.#state.storage.sql;
+      try {
+        const done = await c.up.round();
+        this.#recordRound(Date.now() - t0, false);
+        if (done) {
+          sql.exec("UPDATE sync SET dirty_at = NULL, failures = 0, retry_at = NULL, error = NULL");
+          await this.#leaveIfQueued(this.#row()!);
+        } else {
+          // More to do: straight on when the round stopped at its block budget, else next interval.
+          const next = c.up.row().uploaded_offset < this.#state.require().log_bytes ? t0 : t0 + c.p.interval_seconds * 1000;
+          sql.exec("UPDATE sync SET failures = 0, retry_at = ?, error = NULL", next);
+          await this.#arm(next);
+        }
+        log("info", "sync round", { session_id: this.#state.row()?.id, provider: c.store.kind, done, ms: Date.now() - t0 });
+        return undefined;
+      } catch (e) {
+        const message = e instanceof Error ? e.message : String(e);
+        const failures = (this.#row()?.failures ?? 0) + 1;
+        const wait = Math.min(c.p.interval_seconds * 1000 * 2 ** (failures - 1), MAX_BACKOFF_MS);
+        sql.exec("UPDATE sync SET failures = ?, retry_at = ?, error = ?", failures, Date.now() + wait, message);
+        await this.#arm(Date.now() + wait);
+        log("warn", "sync round failed", { session_id: this.#state.row()?.id, provider: c.store.kind, failures, error: message });
+        this.#recordRound(Date.now() - t0, true);
+        return message;
+      }
+    });
+    this.#running = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Flush: uploads what is local now, waiting at most FLUSH_WAIT_MS; then the sync status. */
+  async flush(): Promise<SyncStatus> {
+    const c = await this.#require();
+    await this.changed();
+    const deadline = Date.now() + FLUSH_WAIT_MS;
+    let error: string | undefined;
+    while (this.#row()!.dirty_at !== null && Date.now() < deadline) {
+      let timer: number | null = null;
+      const late = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), deadline - Date.now())));
+      const r = await Promise.race([this.#round(c), late]);
+      clearTimeout(timer);
+      if (r === "timeout") {
+        error = `the upload did not finish within ${FLUSH_WAIT_MS / 1000} s`;
+        break;
+      }
+      if (r !== undefined) {
+        error = r;
+        break;
+      }
+    }
+    const status = this.status();
+    if (status.pending && error) status.error = error;
+    return status;
+  }
+
+  async #require(): Promise<Ctx> {
+    const c = await this.#ctx();
+    if (!c) throw unsupported("flush, sync and restore need persistence in the host configuration");
+    return c;
+  }
+
+  status(): SyncStatus {
+    const r = this.#state.require();
+    const s = this.#row();
+    const pub = s?.published ? (JSON.parse(s.published) as Published) : undefined;
+    const out: SyncStatus = { history_bytes: r.log_bytes, resume_offset: pub?.offset ?? 0, pending: !s || s.dirty_at !== null };
+    if (pub) Object.assign(out, { checkpoint: pub.checkpoint, native_checkpoint: pub.native, time: pub.time });
+    if (s?.error && out.pending) out.error = s.error;
+    return out;
+  }
+
+  /**
+   * Restore (docs/api.md "Flush, sync, restore"): only a settled session; the checkpoint must
+   * be in storage. `release` drops the runner link in the same transaction as the replacement.
+   */
+  async restore(checkpoint: string, release: () => void): Promise<void> {
+    const c = await this.#require();
+    settled(this.#state);
+    const bytes = await c.store.get(c.layout.checkpoint(checkpoint));
+    if (!bytes) throw notFound(`checkpoint ${checkpoint} is not in storage`);
+    const m = parseManifest(bytes);
+    const d = await download(c.store, m);
+    // No upload round may interleave with the replacement.
+    const run = this.#running.then(() => {
+      settled(this.#state);
+      return this.#state.storage.transactionSync(() => {
+        const orphans = apply(this.#state, c.layout, m, d, "restore", new Date().toISOString());
+        release();
+        return orphans;
+      });
+    });
+    this.#running = run.catch(() => undefined);
+    const orphans = await run;
+    for (const key of orphans) {
+      await c.store.delete(key).catch((e) => log("warn", "could not delete a cut-off object", { error: String(e) }));
+    }
+    await this.changed();
+  }
+
+  /** Load (spec "Get a session"): the session from its `latest.json`; false when storage lacks it. */
+  async load(tenant: string, id: string): Promise<boolean> {
+    const rt = await getRuntime(this.#env);
+    const p = rt.config.persistence;
+    if (!p) return false;
+    const store = openStore(this.#env, p, rt.vars);
+    const layout = await Layout.of(p.prefix, tenant, id);
+    const bytes = await store.get(layout.latest());
+    if (!bytes) return false;
+    const m = parseManifest(bytes);
+    if (m.session.id !== id || m.session.tenant !== tenant) throw new ServiceError("service_error", "the stored manifest names another session");
+    const d = await download(store, m);
+    if (this.#state.row()) return true;
+    apply(this.#state, layout, m, d, "load", new Date().toISOString());
+    await this.changed();
+    return true;
+  }
+}
+
+function settled(s: SessionState): void {
+  const r = s.require();
+  if (r.status === "closed") throw conflict("session is closed");
+  const work = s.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs").one().n;
+  if (r.status === "running" || work > 0) throw conflict("session has work in progress; restore needs a settled session");
+}

@@ -1,0 +1,225 @@
+/**
+ * Persistence against real peers through the local stack: S3 (@20minutes/s3rver, SigV4 checked),
+ * R2 through workerd's R2 binding, GCS (the fake JSON API with a service-account token). Outages
+ * of the store and a SIGKILL of the stack mid-upload lose nothing and duplicate no block; the
+ * persistence queue bound gives 429 and readiness 503; restore and load work on a fresh data_dir.
+ */
+import { generateKeyPairSync } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
+import { call, expectApiError } from "../helpers/api.ts";
+import { startFakeGcs } from "../helpers/fake-gcs.ts";
+import { allEvents, baseEnv, createSession, expectBlocks, ndjson, stackConfig, TOKEN, turn } from "../helpers/persistence.ts";
+import { S3_KEY, startS3, type S3Peer } from "../helpers/s3.ts";
+import { openSse } from "../helpers/sse.ts";
+import { startStack } from "../helpers/stack.ts";
+
+let provider: ScriptedProvider;
+let s3: S3Peer;
+
+beforeAll(async () => {
+  provider = await startScriptedProvider();
+  s3 = await startS3();
+});
+afterAll(async () => {
+  await provider?.close();
+  await s3?.stop();
+});
+
+const s3Env = { ...baseEnv, S3_ACCESS: S3_KEY, S3_SECRET: S3_KEY };
+const s3Persistence = (over: Record<string, unknown> = {}) => ({
+  provider: "s3",
+  bucket: "sess",
+  region: "us-east-1",
+  endpoint: s3.url,
+  access_key_env: "S3_ACCESS",
+  secret_key_env: "S3_SECRET",
+  interval_seconds: 1,
+  ...over,
+});
+
+/** The session's stored blocks: whole lines, ≤64 KiB, contiguous from 0, no duplicate, = history. */
+async function expectStoredHistory(id: string, history: string): Promise<void> {
+  const keys = (await s3.keys("")).filter((k) => k.includes(`/${id}/blocks/`)).sort();
+  const blocks = await Promise.all(keys.map(async (key) => ({ key, body: await s3.get(key) })));
+  expectBlocks(blocks, history);
+  let at = 0;
+  for (const b of blocks) {
+    const start = Number(/blocks\/(\d{16})-/.exec(b.key)![1]);
+    expect(start).toBe(at);
+    at += b.body.byteLength;
+  }
+  expect(at).toBe(Buffer.byteLength(history));
+}
+
+describe("s3 (s3rver)", () => {
+  it("restore and load work on a fresh data_dir with the same storage", async () => {
+    const first = await startStack({ config: stackConfig(provider, s3Persistence()), env: s3Env });
+    const s = await createSession(first.url);
+    const c1 = await turn(first.url, s, "one");
+    const c2 = await turn(first.url, s, "two");
+    expect((await call(first.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN })).body).toMatchObject({ pending: false, checkpoint: c2.id });
+    const events = await allEvents(first.url, s.id);
+    await expectStoredHistory(s.id, ndjson(events));
+    s.sse.close();
+    await first.stop();
+
+    const fresh = await startStack({ config: stackConfig(provider, s3Persistence()), env: s3Env });
+    try {
+      expect((await call(fresh.url, "GET", `/sessions/${s.id}`, { token: TOKEN })).body).toMatchObject({ status: "idle", checkpoint: c2 });
+      expect(await allEvents(fresh.url, s.id)).toEqual(events);
+      const r = await call(fresh.url, "POST", `/sessions/${s.id}/restore`, { token: TOKEN, body: { checkpoint: c1.id } });
+      expect(r.body).toMatchObject({ status: "idle", checkpoint: c1 });
+      const sse = await openSse(`${fresh.url}/sessions/${s.id}/events`, { token: TOKEN, lastEventId: (await allEvents(fresh.url, s.id)).at(-1)!.cursor });
+      await turn(fresh.url, { id: s.id, sse }, "three");
+      sse.close();
+      const sent = provider.requests.at(-1)!.body.messages.filter((m: { role: string }) => m.role !== "system").map((m: { content: unknown }) => m.content);
+      expect(JSON.stringify(sent)).toContain("one");
+      expect(JSON.stringify(sent)).not.toContain("two");
+    } finally {
+      await fresh.stop();
+    }
+  });
+
+  it("the store stopped mid-upload and restarted: flush reports pending:true meanwhile, then nothing is lost and no block is duplicated", async () => {
+    const stack = await startStack({ config: stackConfig(provider, s3Persistence({ interval_seconds: 3600 })), env: s3Env });
+    try {
+      const s = await createSession(stack.url);
+      for (let i = 0; i < 6; i++) await turn(stack.url, s, `${i}`.repeat(30_000));
+      let stopping: Promise<void> | undefined;
+      s3.onPut((key) => {
+        if (key.includes(`/${s.id}/blocks/`)) stopping ??= s3.stop();
+      });
+      const during = await call(stack.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN });
+      await stopping;
+      expect(during.status).toBe(200);
+      expect(during.body.pending).toBe(true);
+      expect(during.body.error).toEqual(expect.any(String));
+      const sync = await call(stack.url, "GET", `/sessions/${s.id}/sync`, { token: TOKEN });
+      expect(sync.body).toMatchObject({ pending: true, error: expect.any(String) });
+
+      await s3.start();
+      const after = await call(stack.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN });
+      expect(after.body).toMatchObject({ pending: false });
+      expect(after.body.error).toBeUndefined();
+      await expectStoredHistory(s.id, ndjson(await allEvents(stack.url, s.id)));
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  it("SIGKILL of the whole local stack mid-upload: after a restart the upload resumes without gaps or duplicate blocks", async () => {
+    let stack = await startStack({ config: stackConfig(provider, s3Persistence({ interval_seconds: 3600 })), env: s3Env });
+    const s = await createSession(stack.url);
+    for (let i = 0; i < 6; i++) await turn(stack.url, s, `${i}`.repeat(30_000));
+    const history = ndjson(await allEvents(stack.url, s.id));
+    // The first stored block of this session kills the stack while the rest are on their way.
+    const crashed = new Promise<void>((resolve) => {
+      let crashing: Promise<void> | undefined;
+      s3.onPut((key) => {
+        if (key.includes(`/${s.id}/blocks/`)) crashing ??= stack.crash().then(resolve);
+      });
+    });
+    void call(stack.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN }).catch(() => undefined);
+    await crashed;
+    expect((await s3.keys("")).filter((k) => k.includes(`/${s.id}/blocks/`)).length).toBeLessThan(6);
+
+    stack = await startStack({ config: stackConfig(provider, s3Persistence({ interval_seconds: 3600 })), env: s3Env, dir: stack.dir });
+    try {
+      // The startup scan wakes the session, whose upload resumes at once.
+      const mark = stack.mark();
+      expect((await call(stack.url, "GET", "/health/ready")).status).toBe(503);
+      await stack.waitForLog(/"msg":"sync startup scan finished"/, 20_000, mark);
+      await stack.waitForLog(/"msg":"sync round".*"done":true/, 20_000, mark);
+      expect((await call(stack.url, "GET", "/health/ready")).status).toBe(200);
+      expect((await call(stack.url, "GET", `/sessions/${s.id}/sync`, { token: TOKEN })).body.pending).toBe(false);
+      await expectStoredHistory(s.id, history);
+    } finally {
+      await stack.stop();
+    }
+  });
+});
+
+describe("persistence queue", () => {
+  it("more than persistence.queue sessions waiting to upload: 429 overloaded on new writes and 503 from readiness", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "svc-queue-"));
+    const persistence = { provider: "filesystem", directory: path.join(dir, "store"), queue: 1, interval_seconds: 3600 };
+    const stack = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
+    try {
+      const mark = stack.mark();
+      await call(stack.url, "GET", "/health/ready");
+      await stack.waitForLog(/"msg":"sync startup scan finished"/, 20_000, mark);
+      expect((await call(stack.url, "GET", "/health/ready")).status).toBe(200);
+      const a = await createSession(stack.url);
+      const ready = await call(stack.url, "GET", "/health/ready");
+      expect(ready.status).toBe(503);
+      expect(ready.body).toEqual({ status: "not_ready" });
+      const body = { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } };
+      expectApiError(await call(stack.url, "POST", "/sessions", { token: TOKEN, body }), 429, "overloaded");
+      // The queued session itself keeps accepting writes: it is already counted.
+      expect((await call(stack.url, "POST", `/sessions/${a.id}/events`, { token: TOKEN, body: { type: "user.message", text: "hi" } })).status).toBe(202);
+      await a.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle");
+      expect((await call(stack.url, "POST", `/sessions/${a.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
+      expect((await call(stack.url, "GET", "/health/ready")).status).toBe(200);
+      expect((await call(stack.url, "POST", "/sessions", { token: TOKEN, body })).status).toBe(201);
+    } finally {
+      await stack.stop();
+    }
+  });
+});
+
+describe("r2 (workerd R2 binding)", () => {
+  it("uploads through the bound bucket and restores from it", async () => {
+    const persistence = { provider: "r2", bucket: "agent-session-service", endpoint: "http://127.0.0.1:9", access_key_env: "R2_ACCESS", secret_key_env: "R2_SECRET", interval_seconds: 1 };
+    const stack = await startStack({ config: stackConfig(provider, persistence), env: { ...baseEnv, R2_ACCESS: "unused-key", R2_SECRET: "unused-secret" } });
+    try {
+      const s = await createSession(stack.url);
+      const c1 = await turn(stack.url, s, "r2 one");
+      const c2 = await turn(stack.url, s, "r2 two");
+      expect((await call(stack.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN })).body).toMatchObject({ pending: false, checkpoint: c2.id });
+      const r = await call(stack.url, "POST", `/sessions/${s.id}/restore`, { token: TOKEN, body: { checkpoint: c1.id } });
+      expect(r.body).toMatchObject({ status: "idle", checkpoint: c1 });
+      expect((await call(stack.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN })).body).toMatchObject({ pending: false, checkpoint: c1.id });
+    } finally {
+      await stack.stop();
+    }
+  });
+});
+
+describe("gcs (JSON API fake)", () => {
+  it("uploads with a service-account token and loads on a fresh data_dir", async () => {
+    const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+    const gcs = await startFakeGcs({ bucket: "sess", publicKey });
+    const account = JSON.stringify({
+      type: "service_account",
+      client_email: "svc@p.iam.gserviceaccount.com",
+      private_key: privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+      token_uri: `${gcs.url}/token`,
+    });
+    const env = { ...baseEnv, GCS_SERVICE_ACCOUNT: account, STORAGE_EMULATOR_HOST: gcs.url };
+    const persistence = { provider: "gcs", bucket: "sess", prefix: "g/", interval_seconds: 1 };
+    try {
+      const first = await startStack({ config: stackConfig(provider, persistence), env });
+      const s = await createSession(first.url);
+      const cp = await turn(first.url, s, "gcs hello");
+      expect((await call(first.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN })).body).toMatchObject({ pending: false, checkpoint: cp.id });
+      const events = await allEvents(first.url, s.id);
+      s.sse.close();
+      await first.stop();
+      expect([...gcs.objects.keys()].some((k) => k.startsWith("g/") && k.endsWith(`${s.id}/checkpoints/${cp.id}.json`))).toBe(true);
+      expect(gcs.log.filter((l) => l.path !== "/token").every((l) => l.authorized)).toBe(true);
+
+      const fresh = await startStack({ config: stackConfig(provider, persistence), env });
+      try {
+        expect(await allEvents(fresh.url, s.id)).toEqual(events);
+      } finally {
+        await fresh.stop();
+      }
+    } finally {
+      await gcs.close();
+    }
+  });
+});

@@ -1,0 +1,199 @@
+/**
+ * Persistence end to end with the `filesystem` provider (spec "Persistence settings", "Resume,
+ * close, flush, sync, restore", "Get a session"): the real local stack, reference harness and
+ * scripted provider; the stored files are read back by the test.
+ */
+import { mkdtempSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
+import { call, expectApiError } from "../helpers/api.ts";
+import { openSse } from "../helpers/sse.ts";
+import { allEvents, baseEnv, createSession, expectBlocks, ndjson, readTree, stackConfig, TOKEN, turn } from "../helpers/persistence.ts";
+import { startStack, type Stack } from "../helpers/stack.ts";
+
+let provider: ScriptedProvider;
+let stack: Stack;
+const root = mkdtempSync(path.join(tmpdir(), "svc-persist-"));
+const store = path.join(root, "store");
+const persistence = { provider: "filesystem", directory: store, prefix: "svc", interval_seconds: 1 };
+
+beforeAll(async () => {
+  provider = await startScriptedProvider();
+  stack = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
+});
+afterAll(async () => {
+  await stack?.stop();
+  await provider?.close();
+});
+
+const get = (p: string) => call(stack.url, "GET", p, { token: TOKEN });
+const post = (p: string, body?: unknown) => call(stack.url, "POST", p, { token: TOKEN, body });
+
+/** The stored objects of one session, keyed by their path below the session's folder. */
+function sessionObjects(id: string): Map<string, Buffer> {
+  const out = new Map<string, Buffer>();
+  for (const [k, v] of readTree(store)) {
+    const m = new RegExp(`^svc/[0-9a-f]{32}/${id}/(.*)$`).exec(k);
+    if (m) out.set(m[1]!, v);
+  }
+  return out;
+}
+
+/** What the model was sent in the last provider request: user and assistant texts in order. */
+function lastConversation(): string[] {
+  const messages = provider.requests.at(-1)!.body.messages as { role: string; content: unknown }[];
+  const text = (c: unknown) => (typeof c === "string" ? c : (c as { text?: string }[]).map((p) => p.text ?? "").join(""));
+  return messages.filter((m) => m.role === "user" || m.role === "assistant").map((m) => `${m.role}:${text(m.content)}`);
+}
+
+describe("persistence (filesystem)", () => {
+  it("uploads immutable ≤64 KiB transcript blocks, each turn's native checkpoint and a manifest in the background", async () => {
+    const s = await createSession(stack.url);
+    await turn(stack.url, s, "a".repeat(30_000));
+    await turn(stack.url, s, "b".repeat(30_000));
+    const cp = await turn(stack.url, s, "c".repeat(60_000));
+    const mark = stack.mark();
+    await stack.waitForLog(/"msg":"sync round".*"done":true/, 20_000, mark);
+
+    const sync = await get(`/sessions/${s.id}/sync`);
+    expect(sync.status).toBe(200);
+    const events = await allEvents(stack.url, s.id);
+    const history = ndjson(events);
+    expect(sync.body).toEqual({
+      history_bytes: Buffer.byteLength(history),
+      resume_offset: cp.offset,
+      pending: false,
+      checkpoint: cp.id,
+      native_checkpoint: expect.stringMatching(new RegExp(`native/${cp.id}\\.ndjson$`)),
+      time: expect.any(String),
+    });
+
+    const objects = sessionObjects(s.id);
+    const blocks = [...objects].filter(([k]) => k.startsWith("blocks/")).map(([key, body]) => ({ key, body }));
+    expect(blocks.length).toBeGreaterThan(2);
+    expectBlocks(blocks, history);
+    // Together the blocks are the whole history, each byte once: no gap, no duplicate block.
+    expect(blocks.reduce((n, b) => n + b.body.byteLength, 0)).toBe(Buffer.byteLength(history));
+    const manifest = JSON.parse(objects.get(`checkpoints/${cp.id}.json`)!.toString());
+    expect(manifest.checkpoint).toEqual({ id: cp.id, offset: cp.offset, time: expect.any(String) });
+    expect(manifest.checkpoints).toHaveLength(3);
+    expect(JSON.parse(objects.get("latest.json")!.toString())).toEqual(manifest);
+    for (const c of manifest.checkpoints) {
+      const native = objects.get(`native/${c.id}.ndjson`)!.toString();
+      expect(native.split("\n").length - 1).toBe(c.records);
+      expect(c.records).toBeGreaterThan(0);
+    }
+  });
+
+  it("flush returns SyncStatus with pending false once what was local is uploaded; sync returns the same", async () => {
+    const s = await createSession(stack.url);
+    const cp = await turn(stack.url, s, "flush me");
+    const f = await post(`/sessions/${s.id}/flush`);
+    expect(f.status).toBe(200);
+    expect(f.body).toMatchObject({ pending: false, checkpoint: cp.id, resume_offset: cp.offset });
+    expect((await get(`/sessions/${s.id}/sync`)).body).toEqual(f.body);
+    expectApiError(await post(`/sessions/${s.id}/flush`, { extra: 1 }), 400, "invalid_request");
+  });
+
+  it("restore replaces history and native state with the checkpoint: cursors past it give 409, the next turn sees exactly the restored conversation", async () => {
+    const s = await createSession(stack.url);
+    const c1 = await turn(stack.url, s, "one");
+    await turn(stack.url, s, "two");
+    expect((await post(`/sessions/${s.id}/flush`)).body.pending).toBe(false);
+    const before = await allEvents(stack.url, s.id);
+    let at = 0;
+    const kept = before.filter((e) => (at += Buffer.byteLength(ndjson([e]))) <= c1.offset);
+    const lost = before.slice(kept.length);
+    expect(lost.length).toBeGreaterThan(0);
+
+    expectApiError(await post(`/sessions/${s.id}/restore`, {}), 400, "invalid_request");
+    expectApiError(await post(`/sessions/${s.id}/restore`, { checkpoint: "nope" }), 400, "invalid_request");
+    expectApiError(await post(`/sessions/${s.id}/restore`, { checkpoint: "0".repeat(32) }), 404, "not_found");
+
+    const r = await post(`/sessions/${s.id}/restore`, { checkpoint: c1.id });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ id: s.id, status: "idle", checkpoint: c1 });
+    expect((await allEvents(stack.url, s.id)).map((e) => e.id)).toEqual(kept.map((e) => e.id));
+    expectApiError(await get(`/sessions/${s.id}/events?after=${encodeURIComponent(lost.at(-1)!.cursor)}`), 409, "cursor_unavailable");
+    const fromKept = await get(`/sessions/${s.id}/events?after=${encodeURIComponent(kept.at(-1)!.cursor)}`);
+    expect(fromKept.status).toBe(200);
+    expect(fromKept.body.events).toEqual([]);
+
+    const sse = await openSse(`${stack.url}/sessions/${s.id}/events`, { token: TOKEN, lastEventId: kept.at(-1)!.cursor });
+    await turn(stack.url, { id: s.id, sse }, "three");
+    sse.close();
+    expect(lastConversation()).toEqual(["user:one", "assistant:echo: one", "user:three"]);
+
+    // Storage was cut too: the tail's checkpoint is gone, latest.json names the restored one.
+    const f = await post(`/sessions/${s.id}/flush`);
+    expect(f.body.pending).toBe(false);
+    const objects = sessionObjects(s.id);
+    const cps = [...objects.keys()].filter((k) => k.startsWith("checkpoints/"));
+    expect(cps).toContain(`checkpoints/${c1.id}.json`);
+    expect(cps).toHaveLength(2);
+  });
+
+  it("restore of a running session is 409 conflict; of a closed one too", async () => {
+    const s = await createSession(stack.url);
+    const c1 = await turn(stack.url, s, "first");
+    await post(`/sessions/${s.id}/flush`);
+    await post(`/sessions/${s.id}/events`, { type: "user.message", text: "[[hang]]" });
+    await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "running");
+    expectApiError(await post(`/sessions/${s.id}/restore`, { checkpoint: c1.id }), 409, "conflict");
+    await post(`/sessions/${s.id}/close`);
+    expectApiError(await post(`/sessions/${s.id}/restore`, { checkpoint: c1.id }), 409, "conflict");
+  });
+
+  it("a lookup of an id that exists nowhere writes nothing", async () => {
+    const objects = path.join(stack.dir, "data", "worker");
+    const count = () => {
+      let n = 0;
+      const walk = (d: string) => {
+        for (const e of readdirSync(d, { withFileTypes: true })) e.isDirectory() ? walk(path.join(d, e.name)) : n++;
+      };
+      walk(objects);
+      return n;
+    };
+    const before = count();
+    for (let i = 0; i < 50; i++) {
+      const id = [...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("");
+      expectApiError(await get(`/sessions/${id}`), 404, "not_found");
+      expectApiError(await get(`/sessions/${id}/events`), 404, "not_found");
+    }
+    expect(count()).toBe(before);
+  });
+
+  it("loads a session from storage on a deployment with an empty local state, and everything after it works", async () => {
+    const s = await createSession(stack.url);
+    await turn(stack.url, s, "remember alpha");
+    const cp = await turn(stack.url, s, "remember beta");
+    expect((await post(`/sessions/${s.id}/flush`)).body.pending).toBe(false);
+    const events = await allEvents(stack.url, s.id);
+    s.sse.close();
+
+    const fresh = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
+    try {
+      const got = await call(fresh.url, "GET", `/sessions/${s.id}`, { token: TOKEN });
+      expect(got.status).toBe(200);
+      expect(got.body).toMatchObject({ id: s.id, status: "idle", checkpoint: cp });
+      const loaded = await allEvents(fresh.url, s.id);
+      expect(loaded).toEqual(events);
+      const list = await call(fresh.url, "GET", "/sessions", { token: TOKEN });
+      expect(list.body.sessions.map((x: { id: string }) => x.id)).toContain(s.id);
+      const sse = await openSse(`${fresh.url}/sessions/${s.id}/events`, { token: TOKEN, lastEventId: events.at(-1)!.cursor });
+      await turn(fresh.url, { id: s.id, sse }, "what did I say?");
+      sse.close();
+      expect(lastConversation()).toEqual([
+        "user:remember alpha",
+        "assistant:echo: remember alpha",
+        "user:remember beta",
+        "assistant:echo: remember beta",
+        "user:what did I say?",
+      ]);
+    } finally {
+      await fresh.stop();
+    }
+  });
+});

@@ -1,0 +1,64 @@
+/**
+ * @20minutes/s3rver on loopback as the S3 peer: it checks SigV4 signatures (credentials
+ * S3RVER/S3RVER). `stop()` drops the port and its open connections (an outage); `start()` brings
+ * the same port and directory back. `onPut` fires when an object has been stored.
+ */
+import S3rver from "@20minutes/s3rver";
+import { AwsClient } from "aws4fetch";
+import { mkdtempSync } from "node:fs";
+import type { Server } from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+
+export const S3_KEY = "S3RVER";
+
+export type S3Peer = {
+  url: string;
+  bucket: string;
+  onPut(fn: (key: string) => void): void;
+  /** Every key under `prefix` (one ListObjectsV2 page: tests stay under 1000 objects). */
+  keys(prefix: string): Promise<string[]>;
+  get(key: string): Promise<Buffer>;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+};
+
+export async function startS3(): Promise<S3Peer> {
+  const dir = mkdtempSync(path.join(tmpdir(), "s3rver-"));
+  const bucket = "sess";
+  const listeners: ((key: string) => void)[] = [];
+  let server: S3rver & { httpServer: Server };
+  let port = 0;
+  const start = async () => {
+    server = new S3rver({ address: "127.0.0.1", port, directory: dir, silent: true, configureBuckets: [{ name: bucket }] }) as typeof server;
+    server.on("event", (e: { Records: { s3: { object: { key: string } } }[] }) => {
+      for (const r of e.Records) for (const fn of listeners) fn(decodeURIComponent(r.s3.object.key));
+    });
+    port = (await server.run()).port;
+  };
+  await start();
+  const url = `http://127.0.0.1:${port}`;
+  const client = new AwsClient({ accessKeyId: S3_KEY, secretAccessKey: S3_KEY, service: "s3", region: "us-east-1" });
+  return {
+    url,
+    bucket,
+    onPut: (fn) => listeners.push(fn),
+    async keys(prefix) {
+      const res = await client.fetch(`${url}/${bucket}?list-type=2&max-keys=1000&prefix=${encodeURIComponent(prefix)}`);
+      const xml = await res.text();
+      const unescape = (s: string) => s.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&amp;/g, "&");
+      return [...xml.matchAll(/<Key>(.*?)<\/Key>/g)].map((m) => unescape(m[1]!));
+    },
+    async get(key) {
+      const res = await client.fetch(`${url}/${bucket}/${key.split("/").map(encodeURIComponent).join("/")}`);
+      if (!res.ok) throw new Error(`GET ${key}: ${res.status}`);
+      return Buffer.from(await res.arrayBuffer());
+    },
+    async stop() {
+      const closed = server.close();
+      server.httpServer.closeAllConnections();
+      await closed;
+    },
+    start,
+  };
+}
