@@ -3,7 +3,7 @@
  * comment or page points at documents outside the repository, every `npm run` names a script,
  * no shell example runs a `.ts` file with a bare `node` (an older system Node cannot load it; npm
  * scripts and npx put the project's Node 24 first), and every relative link resolves. The bench
- * entry points themselves run in short mode as a CI step (`npm run bench:short` in .ci/run).
+ * entry points themselves run in short mode in test/e2e/bench-entry-points.test.ts.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
