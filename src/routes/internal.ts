@@ -14,6 +14,8 @@ import type { AppEnv } from "../http/context.ts";
 import { log } from "../log.ts";
 import { fleetStatus } from "../runner/fleet.ts";
 import { configuredRegions, poolName } from "../runner/pool-name.ts";
+import { openStreams } from "../streams/open-streams.ts";
+import { STREAM_END_MS } from "../runtime-constants.ts";
 import { REGION_HEADER } from "../runner/runner-pool.ts";
 import { sessionObjectName } from "../session/session-object.ts";
 
@@ -78,3 +80,11 @@ internal.get("/status", async (c) => {
     regions: await fleetStatus(c.env, rt.config, 0),
   });
 });
+
+/**
+ * `POST /internal/streams/end` (END_STREAMS_PATH, runner secret): the local stack's shutdown, once its runner-host
+ * has drained. Every event stream of this isolate gets what its object already sent (the
+ * interrupted turns' events) and ends; new streams get `429` from then on. Answers when they are
+ * over, with how many ended cleanly and how many were cut.
+ */
+internal.post("/streams/end", async (c) => c.json(await openStreams.endAll(STREAM_END_MS)));
