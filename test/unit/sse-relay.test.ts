@@ -378,7 +378,7 @@ describe("SSE relay: keepalive and write deadline (15 s each)", () => {
 });
 
 describe("SSE relay: shutdown ends open streams", () => {
-  const live = { t: "replay", events: [], live: true } as const;
+  const live: SubscribeDown = { t: "replay", events: [], live: true };
 
   it("asks the object to end, writes what the object sent before its end, and counts the stream ended once its last byte was taken", async () => {
     const streams = new OpenStreams();

@@ -44,13 +44,13 @@ describe("shutdown: open event streams end", () => {
     expect(res.status).toBe(200);
     const frames = sseReader(res.body!);
     const first = await send(id, "first");
-    expect(JSON.parse((await frames.next("the first message")).data!).id).toBe(first.id);
+    expect(JSON.parse((await frames.next("the first message"))!.data!).id).toBe(first.id);
 
     await expectApiError(await call("/internal/streams/end", { method: "POST", token: tokens.manage }), 401, "forbidden");
     // Published right before the end is asked for: it still reaches the client before the end.
     const last = await send(id, "last");
     const ending = call("/internal/streams/end", { method: "POST", token: RUNNER_SECRET });
-    expect(JSON.parse((await frames.next("the last message")).data!).id).toBe(last.id);
+    expect(JSON.parse((await frames.next("the last message"))!.data!).id).toBe(last.id);
     expect(await frames.next("the end of the stream")).toBeUndefined();
     const answer = await ending;
     expect(answer.status).toBe(200);
