@@ -5,8 +5,8 @@
  * a region the configuration does not list, is refused with `409` and a message saying which.
  */
 import { Hono } from "hono";
-import { timingSafeEqual } from "node:crypto";
 import { conflict, invalid, unauthorized } from "../shared/errors.ts";
+import { sameDigest } from "../shared/digest.ts";
 import { ID_PATTERN, sha256Hex } from "../shared/ids.ts";
 import { RUNNER_PROTOCOL } from "../shared/runner-protocol.ts";
 import { bearerToken } from "../http/auth.ts";
@@ -20,10 +20,6 @@ import { REGION_HEADER } from "../runner/runner-pool.ts";
 import { sessionObjectName } from "../session/session-object.ts";
 
 export const internal = new Hono<AppEnv>();
-
-const encoder = new TextEncoder();
-/** Compares two hex SHA-256 digests in constant time. */
-const sameDigest = (a: string, b: string) => a.length === b.length && timingSafeEqual(encoder.encode(a), encoder.encode(b));
 
 internal.use("*", async (c, next) => {
   const token = bearerToken(c.req.header("Authorization"));
