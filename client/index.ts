@@ -19,7 +19,7 @@ import type {
   ToolCatalogSchema,
 } from "../src/shared/api-schema.ts";
 import type { SessionEvent, EventListSchema, UserMessageEventSchema } from "../src/shared/event-schema.ts";
-import type { Command, ExecutorCredential, ExecutorRegistration, Reply } from "../src/shared/executor-schema.ts";
+import type { Command, ExecutorCredential, ExecutorRegistration, Reply } from "../src/shared/executor-protocol.ts";
 import type { SyncStatus } from "../src/shared/sync-schema.ts";
 import { ApiError, Transport, type ClientOptions } from "./http.ts";
 import { eventStream, frames, type StreamOptions } from "./stream.ts";

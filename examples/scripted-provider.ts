@@ -15,6 +15,8 @@
  *   [[error STATUS msg]]    answer HTTP STATUS with an OpenAI-shaped error body (message defaults
  *                           per status, e.g. 401 → "Incorrect API key provided")
  *   [[hang]]                send the role chunk, then nothing until the client disconnects
+ *   [[hold NAME]]           answer (whatever the answer is) only once `release(NAME)` was called:
+ *                           a test holds a turn at the provider until it did what must come first
  *   [[usage prompt=P cached=C completion=O]]   report these token counts (OpenAI semantics:
  *                           prompt includes cached); default prompt = 10 × messages, cached 0,
  *                           completion = number of deltas
@@ -52,6 +54,8 @@ export interface ScriptedProvider {
   port: number;
   requests: RecordedRequest[];
   waitForRequests(n: number, timeoutMs?: number): Promise<RecordedRequest[]>;
+  /** Lets requests held by `[[hold NAME]]` answer, now and from now on. */
+  release(name: string): void;
   close(): Promise<void>;
 }
 
@@ -75,6 +79,7 @@ interface Script {
   delay: number;
   error?: { status: number; message: string };
   hang: boolean;
+  hold?: string;
   usage?: { prompt: number; cached: number; completion: number };
   finish: string;
 }
@@ -82,6 +87,17 @@ interface Script {
 export async function startScriptedProvider(opts: { host?: string; port?: number } = {}): Promise<ScriptedProvider> {
   const requests: RecordedRequest[] = [];
   const waiters = new Set<() => void>();
+  /** `[[hold NAME]]` gates: released names, and the requests waiting for one. */
+  const released = new Set<string>();
+  const held = new Map<string, Set<() => void>>();
+  const heldUntil = (name: string, res: ServerResponse) =>
+    new Promise<boolean>((resolve) => {
+      if (released.has(name)) return resolve(true);
+      const go = () => resolve(true);
+      const set = held.get(name) ?? new Set();
+      held.set(name, set.add(go));
+      res.on("close", () => (set.delete(go), resolve(false)));
+    });
   const server = createServer((req, res) => {
     void handle(req, res).catch((err: Error) => {
       if (!res.headersSent) sendError(res, 500, `scripted provider failed: ${err.message}`);
@@ -113,7 +129,9 @@ export async function startScriptedProvider(opts: { host?: string; port?: number
     if (!body || typeof body !== "object" || !Array.isArray(body.messages)) return sendError(res, 400, "messages is required");
     const orphan = orphanedToolCall(body.messages);
     if (orphan) return sendError(res, 400, `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. Missing: ${orphan}`);
-    await reply(res, body, buildScript(body.messages), n);
+    const script = buildScript(body.messages);
+    if (script.hold !== undefined && !(await heldUntil(script.hold, res))) return; // the client left first
+    await reply(res, body, script, n);
   }
 
   server.listen(opts.port ?? 0, opts.host ?? "127.0.0.1");
@@ -139,6 +157,11 @@ export async function startScriptedProvider(opts: { host?: string; port?: number
         waiters.add(check);
         check();
       });
+    },
+    release(name) {
+      released.add(name);
+      for (const go of held.get(name) ?? []) go();
+      held.delete(name);
     },
     async close() {
       server.closeAllConnections(); // ends [[hang]] streams too
@@ -181,6 +204,7 @@ function buildScript(messages: any[]): Script {
     else if (name === "ttft") script.ttft = Number.parseInt(arg, 10) || 0;
     else if (name === "delay") script.delay = Number.parseInt(arg, 10) || 0;
     else if (name === "hang") script.hang = true;
+    else if (name === "hold") script.hold = arg;
     else if (name === "finish") script.finish = arg || "stop";
     else if (name === "usage") script.usage = { prompt: num("prompt", 0), cached: num("cached", 0), completion: num("completion", 0) };
     else if (name === "tool") {
@@ -200,7 +224,7 @@ function buildScript(messages: any[]): Script {
       const call = messages.flatMap((x: any) => x?.tool_calls ?? []).find((c: any) => c?.id === m.tool_call_id);
       results.unshift(`tool ${call?.function?.name ?? m.tool_call_id} returned: ${textOf(m.content)}`);
     }
-    return { ...script, tools: [], hang: false, error: undefined, finish: "stop", deltas: words(results.join("; ")) };
+    return { ...script, tools: [], hang: false, hold: undefined, error: undefined, finish: "stop", deltas: words(results.join("; ")) };
   }
   if (deltasCount >= 0) {
     script.deltas = Array.from({ length: deltasCount }, (_, i) => String.fromCharCode(97 + (i % 26)).repeat(deltaSize));

@@ -8,10 +8,10 @@ import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { parseListen, type HostConfig } from "../src/shared/config-schema.ts";
 import { referencedVariables } from "../src/shared/config-vars.ts";
-import { DEFAULT_RUNNER_SECRET_VAR } from "../src/runtime-constants.ts";
+import { DEFAULT_RUNNER_SECRET_VAR, END_STREAMS_PATH, STREAM_END_MS } from "../src/runtime-constants.ts";
 import { configuredRegions } from "../src/runner/pool-name.ts";
 import { reloadEnvFileBeside, resolveDataDir } from "./config-file.ts";
-import { log, relayLine } from "./log.ts";
+import { log, relayLine, type LogFields } from "./log.ts";
 import { persistenceFsHandler } from "./persistence-fs.ts";
 import { RunnerHost } from "./runner-host.ts";
 import { persistedRunnerId } from "./runner-id.ts";
@@ -108,11 +108,35 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
       log("info", "worker reloaded");
     },
     async stop() {
-      // Turns end as interrupted by shutdown and reach their objects before the objects go away.
+      // Turns end as interrupted by shutdown and reach their objects before the objects go away;
+      // then open event streams take those final events and end before the runtime is killed.
       await runner?.stop();
+      await endEventStreams(url, secret);
       await mf.dispose();
     },
   };
+}
+
+/** Slack over the Worker's own bound for the end-streams call to answer, ms. */
+const END_STREAMS_SLACK_MS = 2_000;
+
+/**
+ * Asks the Worker to end its open event streams (each after what its object already sent) and
+ * waits until they are over. Disposing Miniflare kills workerd at once: without this, frames still
+ * on their way to a client (a turn's final `session.error` / `session.status`) would be lost.
+ */
+async function endEventStreams(url: string, secret: string): Promise<void> {
+  try {
+    const res = await fetch(`${url}${END_STREAMS_PATH}`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${secret}` },
+      signal: AbortSignal.timeout(STREAM_END_MS + END_STREAMS_SLACK_MS),
+    });
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+    log("info", "event streams ended", (await res.json()) as LogFields);
+  } catch (e) {
+    log("warn", "could not end event streams cleanly", { error: String(e) });
+  }
 }
 
 /** `svc -config <path>`: runs until SIGINT/SIGTERM, then stops cleanly. */

@@ -2,6 +2,7 @@
 import { Hono } from "hono";
 import { notFound } from "./shared/errors.ts";
 import type { AppEnv } from "./http/context.ts";
+import { discardUnreadBody } from "./http/body.ts";
 import { errorResponse } from "./http/errors.ts";
 import { httpMetrics } from "./http/metrics.ts";
 import { requestContext, withStandardHeaders } from "./http/middleware.ts";
@@ -17,6 +18,7 @@ export const app = new Hono<AppEnv>({ strict: false });
 
 app.use("*", httpMetrics);
 app.use("*", requestContext);
+app.use("*", discardUnreadBody);
 app.route("/health", health);
 app.route("/", openapi);
 app.route("/sessions", sessions);

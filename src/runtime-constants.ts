@@ -2,3 +2,12 @@
 
 /** Variable the local stack binds its generated runner secret to when `runners` is absent. */
 export const DEFAULT_RUNNER_SECRET_VAR = "SVC_RUNNER_SECRET";
+
+/** Where the local stack's shutdown ends the Worker's open event streams (runner secret). */
+export const END_STREAMS_PATH = "/internal/streams/end";
+
+/**
+ * How long a shutdown waits for open event streams to take their last events, ms. A client that
+ * has not read them by then is cut: the whole stop stays within the spec's "about 20 seconds".
+ */
+export const STREAM_END_MS = 5_000;

@@ -29,6 +29,7 @@ import type { ToolResult } from "../shared/result-schema.ts";
 import { asResult, asResultAsync, conflict, ERROR_STATUS, ServiceError, unauthorized, type Result } from "../shared/errors.ts";
 import { BODY_OVERHEAD_BYTES, parseBody } from "../http/body.ts";
 import { callIdOf, parseReply } from "./replies.ts";
+import { sameDigest } from "../shared/digest.ts";
 import { byteLength, newId } from "../shared/ids.ts";
 import { log } from "../log.ts";
 import { getRuntime } from "../runtime.ts";
@@ -258,7 +259,7 @@ export class ExecutorObject extends DurableObject<Env> {
 
   #authorize(digest: string) {
     const row = this.#state.require();
-    if (digest !== row.token_digest) throw unauthorized("the executor token is missing or wrong");
+    if (!sameDigest(digest, row.token_digest)) throw unauthorized("the executor token is missing or wrong");
     return row;
   }
 

@@ -1,10 +1,11 @@
 /**
  * Strict JSON request bodies: a size cap that holds for chunked bodies too, one JSON object with
- * nothing after it, and a strict zod schema (unknown fields are errors).
+ * nothing after it, and a strict zod schema (unknown fields are errors). A body the service answers
+ * without using is read and dropped first (bounded), so the client can read the answer.
  */
-import type { Context } from "hono";
-import { bodyLimit } from "hono/body-limit";
+import type { Context, MiddlewareHandler } from "hono";
 import type { z } from "zod";
+import { concatBytes } from "../shared/bytes.ts";
 import { invalid, ServiceError, tooLarge } from "../shared/errors.ts";
 import { issueSummary } from "../shared/zod-issues.ts";
 
@@ -16,24 +17,43 @@ export const BODY_OVERHEAD_BYTES = 16 * 1024;
  * would overflow the stack in one of them. 64 is far beyond any real session config or tool schema.
  */
 export const MAX_JSON_DEPTH = 64;
+/**
+ * Most of a body the service reads and drops when it answers without using it (over the cap, or
+ * refused before it was read: 401, 403, 404, ...), bytes. Answering while the client is still
+ * sending and then closing makes most clients (fetch among them) fail with a reset instead of
+ * reading the answer. Four times the largest body cap (1 MiB + 16 KiB) covers any honest
+ * mistake; a larger body gets the answer at once and the connection closes.
+ */
+export const DISCARD_MAX_BYTES = 4 * 1024 * 1024;
 
 /**
- * The body as text. The cap is hono's `bodyLimit`: it trusts a declared `Content-Length` (the
- * runtime holds the body to it) and counts a chunked body while reading it, so neither form gets
- * more than `cap` bytes in. It runs here, inside the handler, so authentication and permission
- * errors still come before `413`.
+ * The body as text, at most `cap` bytes: a declared `Content-Length` over the cap is refused before
+ * reading, a chunked body is counted while it is read; either way the rest is dropped and the
+ * answer is `413`. It runs inside the handler, so authentication and permission errors still come
+ * before `413`.
  */
 export async function readBody(c: Context, cap: number): Promise<string> {
-  const limit = bodyLimit({
-    maxSize: cap,
-    onError: () => {
-      throw tooLarge(cap);
-    },
-  });
-  let bytes: Uint8Array;
+  const req = c.req.raw;
+  if (!req.body) return "";
+  const reader = req.body.getReader();
+  const declared = declaredLength(req);
+  if (declared !== undefined && declared > cap) {
+    await discard(reader, 0, declared);
+    throw tooLarge(cap);
+  }
+  const parts: Uint8Array[] = [];
+  let size = 0;
   try {
-    await limit(c, async () => {});
-    bytes = new Uint8Array(await c.req.arrayBuffer());
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      size += value.byteLength;
+      if (size > cap) {
+        await discard(reader, size, declared);
+        throw tooLarge(cap);
+      }
+      parts.push(value);
+    }
   } catch (e) {
     if (e instanceof ServiceError) throw e;
     // The client stopped sending before the body was complete (a Content-Length longer than the
@@ -41,10 +61,41 @@ export async function readBody(c: Context, cap: number): Promise<string> {
     throw invalid("request body ended before it was complete");
   }
   try {
-    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(concatBytes(parts));
   } catch {
     throw invalid("request body is not valid UTF-8");
   }
+}
+
+/** After any handler: a body nobody read (the request was refused first) is dropped before the answer. */
+export const discardUnreadBody: MiddlewareHandler = async (c, next) => {
+  await next();
+  const req = c.req.raw;
+  if (req.body && !req.bodyUsed) await discard(req.body.getReader(), 0, declaredLength(req));
+};
+
+/**
+ * Reads and drops the rest of a body of which `seen` bytes were read, up to DISCARD_MAX_BYTES in
+ * all; a body declared or found larger is cancelled (the connection then closes). Never throws.
+ */
+async function discard(reader: ReadableStreamDefaultReader<Uint8Array>, seen: number, declared: number | undefined): Promise<void> {
+  try {
+    let size = seen;
+    while (size <= DISCARD_MAX_BYTES && (declared === undefined || declared <= DISCARD_MAX_BYTES)) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      size += value.byteLength;
+    }
+    await reader.cancel();
+  } catch {
+    // The client stopped sending: nothing is left to drop.
+  }
+}
+
+/** The declared `Content-Length` (the runtime holds the body to it), absent for chunked bodies. */
+function declaredLength(req: Request): number | undefined {
+  const v = req.headers.get("content-length");
+  return v === null || req.headers.has("transfer-encoding") ? undefined : Number(v);
 }
 
 /** Parses a body against a strict schema. `emptyAs` is used when the body is empty or blank. */

@@ -11,10 +11,11 @@
  * into one frame (texts concatenated, the first delta's id and time kept): a burst of deltas costs
  * a reading client one queued event, so only a client that really falls behind is cut.
  */
-import { MORE, type SubscribeDown } from "../shared/subscribe-protocol.ts";
+import { END, MORE, type SubscribeDown } from "../shared/subscribe-protocol.ts";
 import type { Event } from "../shared/api-schema.ts";
 import { concatBytes } from "../shared/bytes.ts";
 import { ServiceError, type ErrorBody } from "../shared/errors.ts";
+import type { EndableStream } from "../streams/open-streams.ts";
 import { encodeEvent, KEEPALIVE } from "./sse.ts";
 
 /** Spec "SSE keepalive and write deadline": 15 s each. */
@@ -26,8 +27,11 @@ const REPLAY_AHEAD = 2;
 export const EVENT_OVERHEAD_BYTES = 256;
 
 export type Budget = { events: number; bytes: number };
-/** `tick`: about once a second while the stream is open; `end`: once, when it has ended. */
-export type StreamHooks = { tick?: () => void; end?: () => void };
+/**
+ * `tick`: about once a second while the stream is open; `end`: once, when it has ended; `track`:
+ * once, with the handle a shutdown ends the stream by (src/streams/open-streams.ts).
+ */
+export type StreamHooks = { tick?: () => void; end?: () => void; track?: (stream: EndableStream) => void };
 
 /** What the relay needs of the object's socket (Workers' WebSocket fits; tests pass a fake). */
 export type SocketLike = {
@@ -94,6 +98,10 @@ export async function openSessionStream(
   let done = false;
   let draining = false;
 
+  // Over once the runtime has taken the response's last byte (or the stream was cut).
+  let over!: () => void;
+  const ended = new Promise<void>((resolve) => (over = resolve));
+
   let replaying = 0;
   let asked = true;
   const askMore = (more: boolean) => {
@@ -126,10 +134,21 @@ export async function openSessionStream(
   };
 
   const cut = () => {
+    over();
     if (done) return;
     stop();
     queue.length = 0;
     writer.abort(new Error("subscriber disconnected")).catch(() => {});
+  };
+
+  /** Shutdown: the object ends the stream after what it already sent (its `end` comes last). */
+  const requestEnd = () => {
+    if (done || draining) return;
+    try {
+      ws.send(END);
+    } catch {
+      finish(); // the object's side is already gone: nothing more can come from it
+    }
   };
 
   const pump = () => {
@@ -231,7 +250,30 @@ export async function openSessionStream(
   }, 1_000);
 
   ws.send(MORE);
-  return new Response(readable, {
+  hooks.track?.({ end: requestEnd, cut, ended });
+  // The body is read through a pull source so the end is seen when the runtime asks past the last
+  // frame, i.e. once it has taken everything before it (a shutdown waits for exactly that).
+  const source = readable.getReader();
+  const body = new ReadableStream<Uint8Array>(
+    {
+      async pull(ctl) {
+        try {
+          const r = await source.read();
+          if (!r.done) return ctl.enqueue(r.value);
+          ctl.close();
+        } catch (e) {
+          ctl.error(e);
+        }
+        over();
+      },
+      cancel(reason) {
+        over();
+        return source.cancel(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  return new Response(body, {
     headers: { "Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no" },
   });
 }

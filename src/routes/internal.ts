@@ -5,8 +5,8 @@
  * a region the configuration does not list, is refused with `409` and a message saying which.
  */
 import { Hono } from "hono";
-import { timingSafeEqual } from "node:crypto";
 import { conflict, invalid, unauthorized } from "../shared/errors.ts";
+import { sameDigest } from "../shared/digest.ts";
 import { ID_PATTERN, sha256Hex } from "../shared/ids.ts";
 import { RUNNER_PROTOCOL } from "../shared/runner-protocol.ts";
 import { bearerToken } from "../http/auth.ts";
@@ -14,14 +14,12 @@ import type { AppEnv } from "../http/context.ts";
 import { log } from "../log.ts";
 import { fleetStatus } from "../runner/fleet.ts";
 import { configuredRegions, poolName } from "../runner/pool-name.ts";
+import { openStreams } from "../streams/open-streams.ts";
+import { STREAM_END_MS } from "../runtime-constants.ts";
 import { REGION_HEADER } from "../runner/runner-pool.ts";
 import { sessionObjectName } from "../session/session-object.ts";
 
 export const internal = new Hono<AppEnv>();
-
-const encoder = new TextEncoder();
-/** Compares two hex SHA-256 digests in constant time. */
-const sameDigest = (a: string, b: string) => a.length === b.length && timingSafeEqual(encoder.encode(a), encoder.encode(b));
 
 internal.use("*", async (c, next) => {
   const token = bearerToken(c.req.header("Authorization"));
@@ -78,3 +76,11 @@ internal.get("/status", async (c) => {
     regions: await fleetStatus(c.env, rt.config, 0),
   });
 });
+
+/**
+ * `POST /internal/streams/end` (END_STREAMS_PATH, runner secret): the local stack's shutdown, once its runner-host
+ * has drained. Every event stream of this isolate gets what its object already sent (the
+ * interrupted turns' events) and ends; new streams get `429` from then on. Answers when they are
+ * over, with how many ended cleanly and how many were cut.
+ */
+internal.post("/streams/end", async (c) => c.json(await openStreams.endAll(STREAM_END_MS)));

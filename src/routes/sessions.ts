@@ -5,6 +5,7 @@ import { forbidden, invalid, overloaded, unsupported, unwrap, type Result } from
 import type { ExecutorInfo } from "../shared/executor-protocol.ts";
 import { isId } from "../shared/ids.ts";
 import { log } from "../log.ts";
+import { openStreams, type EndableStream } from "../streams/open-streams.ts";
 import { isolateSlots } from "../streams/stream-slots.ts";
 import { refuseInspection, requireManage, requireSessionAccess, requireToken, requireWrite } from "../http/auth.ts";
 import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
@@ -101,11 +102,17 @@ sessions.get("/:id/events", async (c) => {
     const cursor = after ?? c.req.header("Last-Event-ID") ?? "";
     const { limits } = c.get("runtime").config;
     const budget = { events: limits.subscriber_events, bytes: limits.subscriber_bytes };
+    // Streams opened after a shutdown ended the others would be cut when the runtime stops.
+    if (openStreams.closing) throw overloaded("the service is shutting down");
     // limits.subscribers counts streams across the deployment; this isolate holds slots in blocks.
     const tenant = c.get("principal").tenant;
     const slots = isolateSlots(c.env);
     if (!(await slots.acquire(tenant))) throw overloaded("too many event streams are open");
-    const hooks = { tick: () => background(c, slots.tick()), end: () => background(c, slots.release(tenant)) };
+    const hooks = {
+      tick: () => background(c, slots.tick()),
+      end: () => background(c, slots.release(tenant)),
+      track: (stream: EndableStream) => openStreams.add(stream),
+    };
     try {
       return await openSessionStream(stub, cursor, budget, c.req.raw.signal, call, hooks);
     } catch (e) {

@@ -8,7 +8,7 @@
  * either read by the replay or pushed live, never both and never neither.
  */
 import type { Event } from "../shared/api-schema.ts";
-import { MORE, REPLAY_BATCH, type SubscribeDown } from "../shared/subscribe-protocol.ts";
+import { END, MORE, REPLAY_BATCH, type SubscribeDown } from "../shared/subscribe-protocol.ts";
 
 const TAG = "sse";
 
@@ -47,8 +47,13 @@ export class Subscribers {
     }
   }
 
-  /** The relay asks for the next replay batch. */
+  /** The relay asks for the next replay batch, or (shutdown) for the end after what it was sent. */
   onMessage(ws: WebSocket, message: string, source: ReplaySource): void {
+    if (message === END) {
+      send(ws, { t: "end" });
+      ws.close(1000, "stream ended by the service");
+      return;
+    }
     if (message !== MORE) {
       ws.close(1008, "unexpected message");
       return;

@@ -1,6 +1,6 @@
 /** Contract of `/executors` (spec "Executors"): registration, command stream, replies, RPC, close. */
 import { EmptySchema, StatusSchema } from "./api-schema.ts";
-import { ExecutorCredentialSchema, ExecutorRegistrationSchema, ReplySchema, SseCommandFrameSchema } from "./executor-schema.ts";
+import { ExecutorCredentialSchema, ExecutorRegistrationSchema, ReplySchema, SseCommandFrameSchema } from "./executor-protocol.ts";
 import { WITH_BODY, type RouteContract } from "./route-contract.ts";
 import { z } from "zod";
 

@@ -2,7 +2,7 @@
  * Messages on the socket between the Worker's SSE relay and a SessionObject (one socket per SSE
  * client). Replay is pulled: the relay sends `more` when it has written the previous batch, so a
  * long log never piles up in memory; once the object reports `live`, retained and live-only events
- * are pushed as they happen.
+ * are pushed as they happen. Up messages are the plain words `more` and `end`.
  */
 import type { Event } from "./api-schema.ts";
 
@@ -10,11 +10,16 @@ import type { Event } from "./api-schema.ts";
 export const REPLAY_BATCH = 100;
 
 export const MORE = "more";
+/**
+ * Up: end this stream after what was already sent (the service is shutting down). The object
+ * answers with `end` and closes; everything it sent before comes first on the socket.
+ */
+export const END = "end";
 
 export type SubscribeDown =
   /** A replay batch; `live: true` means the object has switched this socket to live delivery. */
   | { t: "replay"; events: Event[]; live: boolean }
   /** Events pushed live: retained ones carry their cursor. */
   | { t: "live"; events: Event[] }
-  /** The session is closed and everything was delivered: end the stream. */
+  /** Everything was delivered (the session is closed, or the relay asked to end): end the stream. */
   | { t: "end" };

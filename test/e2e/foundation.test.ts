@@ -2,6 +2,7 @@
  * The foundation end to end: the real local stack (Miniflare + in-process runner-host) driven over
  * HTTP — the auth matrix, every creation rule, paging, tenant isolation, restart persistence.
  */
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, expectApiError, expectStandardHeaders } from "../helpers/api.ts";
 import { secret, startStack, type Stack } from "../helpers/stack.ts";
@@ -119,7 +120,74 @@ describe("HTTP surface", () => {
     const chunked = await call(stack.url, "POST", "/sessions", { token: env.ACME_MANAGE, raw: stream, headers: { "Content-Type": "application/json" } });
     expectApiError(chunked, 413, "invalid_request");
   });
+
+  it("an answer that does not use the body (413 over the cap, 401) comes once the body is read, on a connection that stays open", async () => {
+    const cap = 1024 + 16384;
+    const conn = await rawConnection(stack.url);
+    const post = (token: string, length: number) =>
+      `POST /sessions HTTP/1.1\r\nHost: svc\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
+    try {
+      for (const [token, status] of [[env.ACME_MANAGE, 413], ["not-a-configured-token-0123456789", 401]] as const) {
+        conn.write(post(token, cap + 1000));
+        conn.write(" ".repeat(cap));
+        conn.write(" ".repeat(1000));
+        expect((await conn.response()).status).toBe(status);
+      }
+      // Had either answer left body bytes unread, the connection would be closed (or they would be
+      // read as the next request).
+      conn.write("GET /health/live HTTP/1.1\r\nHost: svc\r\n\r\n");
+      expect(await conn.response()).toMatchObject({ status: 200, body: '{"status":"ok"}' });
+      // A body declared larger than the service ever reads to drop: answered at once, then closed.
+      conn.write(post(env.ACME_MANAGE, 5 * 1024 * 1024));
+      expect((await conn.response()).status).toBe(413);
+      await conn.ended();
+    } finally {
+      conn.close();
+    }
+  });
 });
+
+/** One raw HTTP/1.1 connection: bytes written as given, answers read one at a time (Content-Length bodies). */
+async function rawConnection(url: string) {
+  const u = new URL(url);
+  const socket = net.connect(Number(u.port), u.hostname);
+  await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+  let buf = "";
+  let ended = false;
+  const wakers = new Set<() => void>();
+  const wake = () => wakers.forEach((w) => w());
+  socket.setEncoding("latin1");
+  socket.on("data", (d: string) => ((buf += d), wake()));
+  socket.on("end", () => ((ended = true), wake()));
+  socket.on("error", () => ((ended = true), wake()));
+  const until = <T>(take: () => T | undefined, what: string) =>
+    new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => (wakers.delete(check), reject(new Error(`timed out waiting for ${what}; got: ${buf.slice(0, 300)}`))), 15_000);
+      const check = () => {
+        const v = take();
+        if (v !== undefined) (wakers.delete(check), clearTimeout(timer), resolve(v));
+        else if (ended && what !== "the end") (wakers.delete(check), clearTimeout(timer), reject(new Error(`connection ended waiting for ${what}`)));
+      };
+      wakers.add(check);
+      check();
+    });
+  return {
+    write: (text: string) => void socket.write(text, "latin1"),
+    response: () =>
+      until(() => {
+        const end = buf.indexOf("\r\n\r\n");
+        if (end < 0) return undefined;
+        const head = buf.slice(0, end);
+        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+        if (buf.length < end + 4 + length) return undefined;
+        const body = buf.slice(end + 4, end + 4 + length);
+        buf = buf.slice(end + 4 + length);
+        return { status: Number(head.slice(9, 12)), body };
+      }, "a response"),
+    ended: () => until(() => (ended ? true : undefined), "the end"),
+    close: () => socket.destroy(),
+  };
+}
 
 describe("authentication", () => {
   it("a missing or unrecognized token gives 401 forbidden with WWW-Authenticate: Bearer", async () => {

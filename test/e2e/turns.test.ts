@@ -46,6 +46,11 @@ const say = async (s: Session, text: string) => {
 };
 const status = (s: Session, st: string, inputId?: string) =>
   s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === st && (inputId === undefined || f.json.input_id === inputId));
+/** Resolves once the provider received a request mentioning `marker`. */
+async function reached(marker: string): Promise<void> {
+  const asked = () => provider.requests.some((r) => JSON.stringify(r.body).includes(marker));
+  for (let n = 1; !asked(); n++) await provider.waitForRequests(n, 20_000);
+}
 const summary = (frames: Frame[]) =>
   frames.filter((f) => f.event !== "assistant.delta").map((f) => (f.event === "session.status" ? `status:${f.json.data.status}` : f.event === "session.error" ? `error:${f.json.data.code}` : f.event!));
 
@@ -101,8 +106,11 @@ describe("turns", () => {
 
   it("a provider failure gives session.error provider_error, then interrupted; resume → idle", async () => {
     const s = await session();
-    const m = await say(s, "[[error 500 upstream exploded]]");
+    // The provider holds its failure until the second message is queued behind the running turn.
+    const m = await say(s, "[[hold provider-failure]] [[error 500 upstream exploded]]");
+    await reached("provider-failure");
     const queued = await say(s, "after");
+    provider.release("provider-failure");
     await status(s, "interrupted");
     expect(summary(s.sse.frames).slice(-3)).toEqual(["error:provider_error", "error:conflict", "status:interrupted"]);
     const [err, cancelled] = s.sse.frames.filter((f) => f.event === "session.error").map((f) => f.json);

@@ -51,4 +51,19 @@ describe("scripted provider", () => {
     expect(await res.json()).toEqual({ error: { message: "Rate limit reached", type: "rate_limit_error", param: null, code: null } });
     expect((await post({}, "/embeddings")).status).toBe(404);
   });
+
+  it("holds the answer of a [[hold NAME]] request until release(NAME), and answers later ones at once", async () => {
+    const before = provider.requests.length;
+    let answered = false;
+    const held = post({ model: "m", messages: [{ role: "user", content: "[[hold gate-1]] [[error 500 boom]]" }] }).then((r) => ((answered = true), r));
+    await provider.waitForRequests(before + 1);
+    // Another request goes by while the held one waits.
+    expect((await post({ model: "m", messages: [{ role: "user", content: "passing" }] })).status).toBe(200);
+    expect(answered).toBe(false);
+    provider.release("gate-1");
+    const res = await held;
+    expect(res.status).toBe(500);
+    expect(((await res.json()) as any).error.message).toBe("boom");
+    expect((await post({ model: "m", messages: [{ role: "user", content: "[[hold gate-1]] again" }] })).status).toBe(200);
+  });
 });

@@ -28,11 +28,19 @@ describe("fair slots across tenants", () => {
 
   it("tenant A's hanging turns never hold every slot: tenant B's message runs while they hang", async () => {
     rig = await Rig.start({ limits: { active: 4, loaded: 16 }, tenants: ["a", "b"] });
-    const as = await Promise.all([1, 2, 3, 4].map((i) => open(rig!, `fair-a${i}`, "a")));
-    await Promise.all(as.slice(0, 3).map(opened));
+    // Three of A's sessions hang in their turns.
+    const as = await Promise.all([0, 1, 2].map((i) => open(rig!, `fair-a${i}`, "a")));
+    await Promise.all(as.map(opened));
     for (const [i, a] of as.entries()) rig.run(a, `a${i}-marker [[hang]]`);
     for (const i of [0, 1, 2]) await reached(rig, `a${i}-marker`);
-    expect(rig.host.pool.active).toBe(3); // A's fourth session waits: one slot is kept from A
+    // A's fourth session waits (its open is applied, not granted): one slot is kept from A. It is
+    // attached only now: while one of A's sessions was still idle (its run on the way over its own
+    // link), the fourth's open would take that one's place instead.
+    const a3 = await open(rig, "fair-a3", "a");
+    await a3.acks.find((s) => s >= 1);
+    rig.run(a3, "a3-marker [[hang]]");
+    expect(rig.host.pool.active).toBe(3);
+    expect(rig.host.pool.waiting).toBe(1);
 
     const b = await open(rig, "fair-b", "b");
     await opened(b);

@@ -26,6 +26,8 @@ export const WEATHER = {
 };
 export const SLOW = { name: "slow_tool", description: "Waits until the test lets it answer", input_schema: { type: "object" } };
 export const INSPECT = { name: "inspect_tool", description: "Reads the session it serves", input_schema: { type: "object" } };
+/** An MCP host tool served by this rig's tool server, which refuses its initialize (the call fails having reached it). */
+export const MCP_PROBE = { name: "mcp_probe", description: "An MCP tool", input_schema: { type: "object" } };
 /** Enabled for sessions, but no host tool serves it. */
 export const ORPHAN = { name: "orphan_tool", description: "No host tool behind it", input_schema: { type: "object" } };
 
@@ -42,8 +44,10 @@ export class ToolServer {
       const at = performance.now();
       req.on("data", (c: Buffer) => (raw += c.toString("utf8")));
       req.on("end", () => {
-        const call = { path: req.url ?? "/", headers: req.headers, body: JSON.parse(raw), res, at };
-        if (call.path !== "/slow") {
+        const call = { path: req.url ?? "/", headers: req.headers, body: raw ? JSON.parse(raw) : undefined, res, at };
+        // `/mcp` is no MCP server: its initialize is refused, so an MCP call fails having reached it.
+        if (call.path === "/mcp") res.writeHead(404).end();
+        else if (call.path !== "/slow") {
           res.writeHead(200, { "content-type": "text/event-stream" });
           res.write(`event: progress\ndata: ${JSON.stringify({ step: 1 })}\n\n`);
           res.write(`event: result\ndata: ${JSON.stringify({ content: [{ type: "text", text: "sunny, 21 C" }] })}\n\n`);
@@ -89,6 +93,7 @@ export class Rig {
         { name: WEATHER.name, description: WEATHER.description, input_schema: WEATHER.input_schema, url: `${rig.tools.url}/weather`, tenants: ["acme"], token_env: "TOOL_TOKEN" },
         { name: SLOW.name, description: SLOW.description, input_schema: SLOW.input_schema, url: `${rig.tools.url}/slow`, tenants: ["acme"] },
         { ...INSPECT, url: `${rig.tools.url}/inspect`, tenants: ["acme"], inspect_session: true },
+        { ...MCP_PROBE, url: `${rig.tools.url}/mcp`, tenants: ["acme"], mcp_tool: "probe" },
       ],
       limits: o.limits ?? {},
     });

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { CapacitySchema, RUNNER_PROTOCOL, type LinkUp } from "../../src/shared/runner-protocol.ts";
 import { verifyInspectionToken } from "../../src/shared/inspection-token.ts";
 import { RUNNER_SECRET } from "./runner-fake-service.ts";
-import { alive, INSPECT, opened, Rig, SLOW, TOOL_TOKEN, turnEnd } from "./runner-setup.ts";
+import { alive, INSPECT, MCP_PROBE, opened, Rig, SLOW, TOOL_TOKEN, turnEnd, WEATHER } from "./runner-setup.ts";
 
 let rig: Rig | undefined;
 afterEach(async () => {
@@ -108,19 +108,35 @@ describe("runner-host turns", () => {
     expect(JSON.stringify(rig.provider.requests.at(-1)!.body.messages)).toContain("sunny, 21 C");
   });
 
-  it("dispatches a host tool only after the object acknowledged its tool_call (tool.call before dispatch)", async () => {
+  // Every host transport: plain HTTP, HTTP with an inspection token (the tool reads the session
+  // back), and MCP (whose server sees the initialize first). Two parallel calls; the object
+  // acknowledges only the first: it is made and answered, while the second, sent up at the same
+  // moment, stays undispatched until its own ack.
+  it.each([
+    ["an HTTP tool", WEATHER.name, "/weather"],
+    ["an inspect_session tool", INSPECT.name, "/inspect"],
+    ["an MCP tool", MCP_PROBE.name, "/mcp"],
+  ])("dispatches %s only after the object acknowledged its tool_call (tool.call before dispatch)", async (_kind, name, path) => {
     rig = await Rig.start();
-    const fake = await rig.open("sess-ack");
+    const fake = await rig.open("sess-ack", { tools: [WEATHER, INSPECT, MCP_PROBE] });
     await opened(fake);
     fake.autoAck = false;
-    const turn = rig.run(fake, `[[tool get_weather {"city":"Oslo"}]]`);
-    await fake.ups.find((m) => m.t === "tool_call");
+    const turn = rig.run(fake, `[[tool ${name} {"city":"Oslo"}]] [[tool ${name} {"city":"Rome"}]]`);
+    const first = await fake.ups.next((m) => m.t === "tool_call");
+    const second = await fake.ups.next((m) => m.t === "tool_call");
+    if (first.t !== "tool_call" || second.t !== "tool_call") throw new Error("expected two tool calls");
+    fake.sendRaw({ t: "ack", up: first.seq });
+    await fake.ups.find((m) => m.t === "tool_result" && m.call_id === first.call.id);
+    // One request per call here (an MCP call ends at its refused initialize).
+    expect(rig.tools.calls.items.map((c) => c.path)).toEqual([path]);
     const ackedAt = performance.now();
     fake.autoAck = true;
     fake.ack();
     expect((await turnEnd(fake, turn)).status).toBe("completed");
-    expect(rig.tools.calls.items).toHaveLength(1);
-    expect(rig.tools.calls.items[0]!.at).toBeGreaterThan(ackedAt);
+    const [, later] = rig.tools.calls.items;
+    expect(rig.tools.calls.items).toHaveLength(2);
+    expect(later).toMatchObject({ path });
+    expect(later!.at).toBeGreaterThan(ackedAt);
   });
 
   it("never dispatches a host call whose tool_call the object did not acknowledge before the turn ended", async () => {

@@ -8,7 +8,8 @@ import type { Event } from "../../src/shared/api-schema.ts";
 import { ServiceError } from "../../src/shared/errors.ts";
 import type { SubscribeDown } from "../../src/shared/subscribe-protocol.ts";
 import { encodeEvent } from "../../src/http/sse.ts";
-import { EVENT_OVERHEAD_BYTES, KEEPALIVE_MS, openSessionStream, WRITE_DEADLINE_MS } from "../../src/http/sse-relay.ts";
+import { EVENT_OVERHEAD_BYTES, KEEPALIVE_MS, openSessionStream, WRITE_DEADLINE_MS, type StreamHooks } from "../../src/http/sse-relay.ts";
+import { OpenStreams } from "../../src/streams/open-streams.ts";
 
 const decoder = new TextDecoder();
 
@@ -69,7 +70,7 @@ type Opened = {
   read(): Promise<string>;
 };
 
-async function open(budget = { events: 2, bytes: 4096 }, cursor = ""): Promise<Opened> {
+async function open(budget = { events: 2, bytes: 4096 }, cursor = "", hooks?: StreamHooks): Promise<Opened> {
   const ws = new FakeSocket();
   const requests: { url: string; init?: RequestInit }[] = [];
   const stub = {
@@ -79,7 +80,7 @@ async function open(budget = { events: 2, bytes: 4096 }, cursor = ""): Promise<O
     },
   };
   const abort = new AbortController();
-  const res = await openSessionStream(stub, cursor, budget, abort.signal);
+  const res = await openSessionStream(stub, cursor, budget, abort.signal, undefined, hooks);
   const reader = res.body!.getReader();
   return {
     ws,
@@ -373,5 +374,42 @@ describe("SSE relay: keepalive and write deadline (15 s each)", () => {
       expect(await o.read()).toBe(frameOf(e));
     }
     expect(o.ws.closedWith).toBeUndefined();
+  });
+});
+
+describe("SSE relay: shutdown ends open streams", () => {
+  const live: SubscribeDown = { t: "replay", events: [], live: true };
+
+  it("asks the object to end, writes what the object sent before its end, and counts the stream ended once its last byte was taken", async () => {
+    const streams = new OpenStreams();
+    const o = await open(undefined, "", { track: (s) => streams.add(s) });
+    o.ws.push(live);
+    expect(streams.size).toBe(1);
+    const ending = streams.endAll(2_000);
+    expect(streams.closing).toBe(true);
+    expect(o.ws.sent).toEqual(["more", "end"]);
+    // The object's answer: the events it published before the request, then `end`.
+    const last = [ev(), ev()];
+    o.ws.push({ t: "live", events: last });
+    o.ws.push({ t: "end" });
+    expect((await o.read()) + (await o.read())).toBe(last.map(frameOf).join(""));
+    expect(await withTimeout(o.reader.read(), "the end")).toEqual({ done: true, value: undefined });
+    expect(await withTimeout(ending, "the shutdown's answer")).toEqual({ ended: 1, cut: 0 });
+    expect(streams.size).toBe(0);
+  });
+
+  it("cuts a stream whose client does not take its last events within the bound; the others still end cleanly", async () => {
+    const streams = new OpenStreams();
+    const reading = await open(undefined, "", { track: (s) => streams.add(s) });
+    const stuck = await open(undefined, "", { track: (s) => streams.add(s) });
+    reading.ws.push(live);
+    stuck.ws.push(live);
+    const ending = streams.endAll(300);
+    reading.ws.push({ t: "end" });
+    stuck.ws.push({ t: "live", events: [ev()] });
+    stuck.ws.push({ t: "end" });
+    expect(await withTimeout(reading.reader.read(), "the end")).toEqual({ done: true, value: undefined });
+    expect(await withTimeout(ending, "the shutdown's answer")).toEqual({ ended: 1, cut: 1 });
+    await expect(withTimeout(stuck.reader.read(), "the error")).rejects.toThrow("subscriber disconnected");
   });
 });

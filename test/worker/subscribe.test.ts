@@ -244,6 +244,20 @@ describe("subscribe socket: closed sessions", () => {
   });
 });
 
+describe("subscribe socket: shutdown", () => {
+  it("answers the relay's end with end after everything it already sent, and closes", async () => {
+    const stub = await createdStub();
+    const s = await subscribe(stub, "");
+    s.more();
+    expect(await s.next("the switch to live")).toEqual({ t: "replay", events: [], live: true });
+    const e = await send(stub, "the last one");
+    s.ws.send("end");
+    expect(await s.next("the live push")).toEqual({ t: "live", events: [e] });
+    expect(await s.next("the end")).toEqual({ t: "end" });
+    expect(await s.closed).toBe(1000);
+  });
+});
+
 describe("subscribe socket: hibernation", () => {
   it("keeps a live socket usable across hibernation: a later append is still delivered live", async () => {
     const stub = await createdStub();
