@@ -197,7 +197,7 @@ export const auth = { authorization: `Bearer ${TOKEN}` };
 export const harnessCommand = ["node", `${ROOT}runner-host/reference-harness/main.ts`];
 
 /** The real local stack (`svc -config`) pointed at the scripted provider; stopped at the end. */
-export async function startBenchStack(providerUrl: string, harnesses: Record<string, unknown>, limits: Record<string, number> = {}): Promise<Stack> {
+export async function startBenchStack(providerUrl: string, harnesses: Record<string, unknown>, limits: Record<string, number> = {}, extraEnv: Record<string, string> = {}): Promise<Stack> {
   const stack = await startStack(
     {
       config: {
@@ -206,7 +206,7 @@ export async function startBenchStack(providerUrl: string, harnesses: Record<str
         providers: { openai: { api_key_env: "KEY", base_url: providerUrl, api: "openai-completions" } },
         limits,
       },
-      env: { TOKEN, KEY: "sk-bench", ...(process.env.SVC_DEBUG ? { SVC_DEBUG: "1" } : {}) },
+      env: { TOKEN, KEY: "sk-bench", ...(process.env.SVC_DEBUG ? { SVC_DEBUG: "1" } : {}), ...extraEnv },
     },
     60_000,
   );
