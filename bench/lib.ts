@@ -194,19 +194,28 @@ export async function startProvider(): Promise<{ url: string; pid: number }> {
 
 export const TOKEN = secret("bench");
 export const auth = { authorization: `Bearer ${TOKEN}` };
+const defaultAuth = auth;
 export const harnessCommand = ["node", `${ROOT}runner-host/reference-harness/main.ts`];
 
 /** The real local stack (`svc -config`) pointed at the scripted provider; stopped at the end. */
-export async function startBenchStack(providerUrl: string, harnesses: Record<string, unknown>, limits: Record<string, number> = {}, extraEnv: Record<string, string> = {}): Promise<Stack> {
+export async function startBenchStack(
+  providerUrl: string,
+  harnesses: Record<string, unknown>,
+  limits: Record<string, number> = {},
+  extraEnv: Record<string, string> = {},
+  /** Further tenants `bench1`…`benchN`, each with its own token (`tenantAuth(i)`). */
+  tenants = 0,
+): Promise<Stack> {
+  const more = Array.from({ length: tenants }, (_, i) => i + 1);
   const stack = await startStack(
     {
       config: {
-        tokens: [{ token_env: "TOKEN", tenant: "bench", manage: true }],
+        tokens: [{ token_env: "TOKEN", tenant: "bench", manage: true }, ...more.map((i) => ({ token_env: `TOKEN_${i}`, tenant: `bench${i}` }))],
         harnesses,
         providers: { openai: { api_key_env: "KEY", base_url: providerUrl, api: "openai-completions" } },
         limits,
       },
-      env: { TOKEN, KEY: "sk-bench", ...(process.env.SVC_DEBUG ? { SVC_DEBUG: "1" } : {}), ...extraEnv },
+      env: { TOKEN, KEY: "sk-bench", ...Object.fromEntries(more.map((i) => [`TOKEN_${i}`, tenantToken(i)])), ...(process.env.SVC_DEBUG ? { SVC_DEBUG: "1" } : {}), ...extraEnv },
     },
     60_000,
   );
@@ -222,8 +231,12 @@ export async function startBenchStack(providerUrl: string, harnesses: Record<str
   return stack;
 }
 
-/** Session API shortcuts on the shared client. */
-export function api(base: string) {
+const tenantToken = (i: number) => secret(`bench${i}`);
+/** Authorization of tenant `bench<i>` (see `startBenchStack`'s `tenants`). */
+export const tenantAuth = (i: number) => ({ authorization: `Bearer ${tenantToken(i)}` });
+
+/** Session API shortcuts on the shared client (as the `bench` tenant unless `auth` says otherwise). */
+export function api(base: string, auth: Record<string, string> = defaultAuth) {
   return {
     async create(harness: string): Promise<string> {
       const r = await request("POST", `${base}/sessions`, { harness, config: { model: "openai/gpt-4o-mini", tools: [] } }, auth);

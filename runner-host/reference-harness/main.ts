@@ -10,7 +10,7 @@
  */
 import { flushAndExit, writeProtocol } from "./stdout-guard.ts"; // first: guards stdout for everything below
 import { readFileSync } from "node:fs";
-import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "../harness/jsonl.ts";
+import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES } from "../harness/jsonl.ts";
 import {
   CommandSchema,
   PROTOCOL_VERSION,
@@ -24,6 +24,7 @@ import {
 } from "../harness/protocol.ts";
 import { issueSummary } from "../../src/shared/zod-issues.ts";
 import { CommandError, OVERRIDABLE_APIS } from "./model.ts";
+import { OutputBatch } from "./out-batch.ts";
 import { Session, type RuntimeOptions } from "./session.ts";
 
 const ENGINE = `pi-agent-core@${packageVersion("@mariozechner/pi-agent-core")}`;
@@ -35,8 +36,10 @@ const sessions = new Map<string, Session>();
 /** Native records sent ahead of a session's `open` (`state_part`), consumed by that open. */
 const staged = new Map<string, NativeRecord[]>();
 
+const out = new OutputBatch(writeProtocol);
+
 function send(message: HarnessOutput): void {
-  writeProtocol(serializeJsonLine(message));
+  out.queue(message);
 }
 
 function fatal(message: string, code: number): void {
@@ -50,6 +53,7 @@ function exit(code: number): void {
   if (exiting) return;
   exiting = true;
   for (const s of sessions.values()) s.interrupt();
+  out.flush();
   flushAndExit(code);
 }
 
