@@ -118,7 +118,7 @@ await runBench(5 * 60_000, async () => {
   for (let i = 0; i < WARM; i++) for (let k = 0; k < 3; k++) await paths[(i + k) % 3]!();
   // The runner-host's own "turn ended" log of the warm turns: how far the first delta had got.
   const turnLog = stack.stderr().slice(warmMark).split("\n").filter((l) => l.includes('"msg":"turn ended"'));
-  const restarts = (stack.stderr().slice(warmMark).match(/"msg":"harness process started","harness":"pi"/g) ?? []).length;
+  const restarts = (stack.stderr().slice(warmMark).match(/"msg":"harness process started","harness":"pi"[^\n]*"spare":false/g) ?? []).length;
   const logged = (k: string) => stats(turnLog.map((l) => Number(new RegExp(`"${k}":(\\d+)`).exec(l)?.[1])));
   const harnessCount = () => stackMemory(stack).harnessCount;
   const baseProcs = harnessCount();

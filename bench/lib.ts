@@ -210,7 +210,7 @@ export async function startBenchStack(
   const stack = await startStack(
     {
       config: {
-        tokens: [{ token_env: "TOKEN", tenant: "bench", manage: true }, ...more.map((i) => ({ token_env: `TOKEN_${i}`, tenant: `bench${i}` }))],
+        tokens: [{ token_env: "TOKEN", tenant: "bench", manage: true }, ...more.map((i) => ({ token_env: `TOKEN_${i}`, tenant: `bench${i}`, manage: true }))],
         harnesses,
         providers: { openai: { api_key_env: "KEY", base_url: providerUrl, api: "openai-completions" } },
         limits,

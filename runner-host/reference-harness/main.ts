@@ -23,6 +23,7 @@ import {
   type ResultOf,
 } from "../harness/protocol.ts";
 import { issueSummary } from "../../src/shared/zod-issues.ts";
+import { getModels, getProviders } from "@mariozechner/pi-ai";
 import { CommandError, OVERRIDABLE_APIS } from "./model.ts";
 import { OutputBatch } from "./out-batch.ts";
 import { Session, type RuntimeOptions } from "./session.ts";
@@ -103,6 +104,7 @@ function execute(cmd: Command): ResultOf<CommandOp> {
         timeoutMs: cmd.options?.timeout_ms,
         toolExecution: cmd.options?.tool_execution ?? "parallel",
       };
+      prewarm(providers);
       return { engine: ENGINE, catalog: CATALOG };
     }
     case "set_keys": {
@@ -177,6 +179,33 @@ function handle(cmd: Command): void {
   // Side effects that emit events come after the response (§7: `run` is answered first).
   if (cmd.op === "run") sessions.get(cmd.session)!.run(cmd.turn, cmd.text);
   if (cmd.op === "shutdown") exit(0);
+}
+
+/** pi-ai's provider module per transport (the ones `OVERRIDABLE_APIS` and the catalog use). */
+const PROVIDER_MODULES: Record<string, string> = {
+  "openai-completions": "@mariozechner/pi-ai/openai-completions",
+  "openai-responses": "@mariozechner/pi-ai/openai-responses",
+  "anthropic-messages": "@mariozechner/pi-ai/anthropic",
+  "google-generative-ai": "@mariozechner/pi-ai/google",
+  "mistral-conversations": "@mariozechner/pi-ai/mistral",
+};
+
+/**
+ * After `init`, loads the provider clients of the transports this process can call (and only
+ * those), in the background: pi-ai loads them lazily on a session's first call, which put ~0.2 s
+ * of module loading into the first turn of a new session, even in a warm spare process. The
+ * same module URLs, so pi-ai's own lazy import finds them loaded.
+ */
+function prewarm(table: Record<string, ProviderConfig>): void {
+  const apis = new Set<string>();
+  for (const [prefix, p] of Object.entries(table)) {
+    if (p.api) apis.add(p.api);
+    else if (getProviders().includes(prefix as never)) for (const m of getModels(prefix as never)) apis.add(m.api);
+  }
+  for (const api of apis) {
+    const specifier = PROVIDER_MODULES[api];
+    if (specifier) import(specifier).catch(() => {}); // a failure surfaces on the session's own call
+  }
 }
 
 function packageVersion(name: string): string {
