@@ -32,6 +32,11 @@
  */
 import { anomalies, api, auth, trackCpu, direct, harnessCommand, machine, ms, now, request, runBench, sleep, stackMemory, startBenchStack, startProvider, stats } from "./lib.ts";
 import { benchArgs } from "./args.ts";
+import { profileEnv, readNodeProfiles, saveProfile, startWorkerdProfile, summarize } from "./profile.ts";
+
+/** BENCH_PROFILE=<dir>: CPU profiles of workerd (load phase) and of the svc process (whole run). */
+const PROFILE_DIR = process.env.BENCH_PROFILE;
+const INSPECT_PORT = 9339;
 
 const sizes = benchArgs({ sessions: 50, window: 20, warm: 2 }, { sessions: 4, window: 2, warm: 1 });
 const C = sizes.sessions;
@@ -75,7 +80,7 @@ async function memory(stack: Parameters<typeof stackMemory>[0]) {
 
 await runBench(5 * 60_000, async () => {
   const provider = await startProvider();
-  const stack = await startBenchStack(provider.url, { pi: HARNESS }, LIMITS);
+  const stack = await startBenchStack(provider.url, { pi: HARNESS }, LIMITS, { env: PROFILE_DIR ? profileEnv(PROFILE_DIR, INSPECT_PORT) : {} });
   const a = api(stack.url);
   await sleep(2000); // let start-up settle before the zero-session reading
   const mem0 = await memory(stack);
@@ -130,8 +135,10 @@ await runBench(5 * 60_000, async () => {
   const tracker = trackCpu(stack, provider.pid);
   const mark = stack.mark();
   const loadStart = Date.now();
+  const profiler = PROFILE_DIR ? await startWorkerdProfile(INSPECT_PORT) : undefined;
   const s = await closedLoop(C, turn);
   const cpu = tracker.stop();
+  const workerdProfiles = await profiler?.stop();
   const d2 = await closedLoop(C, directTurn);
   await sleep(11_000); // a watchdog armed by the last turns fires within 10 s: count it too
   const odd = anomalies(stack, mark);
@@ -169,4 +176,11 @@ await runBench(5 * 60_000, async () => {
   // The pool fills a process to max_shared before starting the next (sessions attached one at a time).
   const fill = [...Array(mem50.procs)].map((_, k) => Math.min(HARNESS.max_shared, C - k * HARNESS.max_shared)).join("+");
   console.log(`\nharness processes holding ${fill} sessions: ${mem50.each.map((x) => x.toFixed(0)).join(", ")} MiB RSS each (tree order) — the cost is mostly per process, not per session`);
+
+  if (PROFILE_DIR && workerdProfiles) {
+    workerdProfiles.forEach((p, k) => saveProfile(`${PROFILE_DIR}/workerd-${k}.cpuprofile`, p));
+    console.log(`\n${summarize("workerd, load phase", workerdProfiles)}`);
+    await stack.stop(); // Node writes the svc profile on exit
+    console.log(`\n${summarize("svc process, whole run", readNodeProfiles(PROFILE_DIR))}`);
+  }
 });

@@ -25,7 +25,7 @@
  */
 import { Agent } from "@mariozechner/pi-agent-core";
 import { resolveModel } from "../runner-host/reference-harness/model.ts";
-import { anomalies, api, direct, harnessCommand, machine, ms, now, runBench, sleep, stackMemory, startBenchStack, startProvider, stats } from "./lib.ts";
+import { anomalies, api, direct, harnessCommand, machine, ms, now, runBench, sleep, stackMemory, startBenchStack, startProvider, stats, tenantAuth } from "./lib.ts";
 import { benchArgs } from "./args.ts";
 
 const { warm: WARM, cold: COLD } = benchArgs({ warm: 60, cold: 20 }, { warm: 3, cold: 1 });
@@ -36,14 +36,15 @@ type Watch = { cur?: { first: number; firstInput: string; idle: Map<string, stri
 await runBench(5 * 60_000, async () => {
   const provider = await startProvider();
   const coldNames = Array.from({ length: COLD }, (_, i) => `cold${i}`);
-  const harnesses = Object.fromEntries(["pi", ...coldNames].map((n) => [n, { command: harnessCommand }]));
-  const stack = await startBenchStack(provider.url, harnesses);
+  // `pi` keeps one spare (the default); the cold names keep none, so each pays a process start.
+  const harnesses = Object.fromEntries([["pi", { command: harnessCommand, spares: 1 }], ...coldNames.map((n) => [n, { command: harnessCommand, spares: 0 }])]);
+  const stack = await startBenchStack(provider.url, harnesses, {}, { tenants: COLD });
   const a = api(stack.url);
 
   /** An open SSE stream on the session; `cur` collects the turn being measured. */
-  const watch = (id: string): Watch => {
+  const watch = (id: string, as = a): Watch => {
     const w: Watch = { close: () => {}, ready: Promise.resolve(0) };
-    const h = a.stream(id, (event, data, t) => {
+    const h = as.stream(id, (event, data, t) => {
       const cur = w.cur;
       if (!cur) return;
       const e = JSON.parse(data);
@@ -56,11 +57,11 @@ await runBench(5 * 60_000, async () => {
   };
 
   /** One turn: ms from just before the POST to the first delta frame; waits for the turn's end. */
-  const serviceSample = async (id: string, w: Watch): Promise<number> => {
+  const serviceSample = async (id: string, w: Watch, as = a): Promise<number> => {
     const cur = { first: NaN, firstInput: "", idle: new Map<string, string>(), wake: () => {} };
     w.cur = cur;
     const t0 = now();
-    const input = await a.send(id, TEXT);
+    const input = await as.send(id, TEXT);
     const deadline = now() + 30_000;
     while (!cur.idle.has(input)) {
       if (now() > deadline) throw new Error(`turn ${input} did not end within 30 s`);
@@ -117,7 +118,7 @@ await runBench(5 * 60_000, async () => {
   for (let i = 0; i < WARM; i++) for (let k = 0; k < 3; k++) await paths[(i + k) % 3]!();
   // The runner-host's own "turn ended" log of the warm turns: how far the first delta had got.
   const turnLog = stack.stderr().slice(warmMark).split("\n").filter((l) => l.includes('"msg":"turn ended"'));
-  const restarts = (stack.stderr().slice(warmMark).match(/"msg":"harness process started","harness":"pi"/g) ?? []).length;
+  const restarts = (stack.stderr().slice(warmMark).match(/"msg":"harness process started","harness":"pi"[^\n]*"spare":false/g) ?? []).length;
   const logged = (k: string) => stats(turnLog.map((l) => Number(new RegExp(`"${k}":(\\d+)`).exec(l)?.[1])));
   const harnessCount = () => stackMemory(stack).harnessCount;
   const baseProcs = harnessCount();
@@ -141,10 +142,31 @@ await runBench(5 * 60_000, async () => {
     for (let t = 0; t < 100 && harnessCount() > baseProcs; t++) await sleep(100);
     if (harnessCount() > baseProcs) throw new Error(`the ${name} harness process did not stop after close`);
   }
+
+  // New session of a new tenant on `pi`: it needs a process of its own (processes are per
+  // harness + tenant) and takes the spare, which was started and init-answered beforehand.
+  const dSpare: number[] = [];
+  const sSpare: number[] = [];
+  const sparesReady = () => (stack.stderr().match(/"msg":"harness process started","harness":"pi"[^\n]*"spare":true/g) ?? []).length;
+  for (let j = 0; j < COLD; j++) {
+    for (let t = 0; t < 100 && sparesReady() < j + 1; t++) await sleep(100);
+    if (sparesReady() < j + 1) throw new Error("no spare process became ready");
+    const ta = api(stack.url, tenantAuth(j + 1));
+    const id = await ta.create("pi");
+    const mark = stack.mark();
+    const ws = watch(id, ta);
+    await ws.ready;
+    if (j % 2) dSpare.push(await directSample());
+    sSpare.push(await serviceSample(id, ws, ta));
+    if (j % 2 === 0) dSpare.push(await directSample());
+    await stack.waitForLog(/"msg":"spare harness process taken","harness":"pi"/, 5_000, mark);
+    ws.close();
+    await ta.close(id);
+  }
   ww.close();
 
   const paired = (s: number[], d: number[]) => stats(s.map((x, i) => x - d[i]!)).p50;
-  const D = stats([...dWarm, ...dCold]);
+  const D = stats([...dWarm, ...dCold, ...dSpare]);
   const W = stats(sWarm);
   const C = stats(sCold);
   const row = (label: string, s: ReturnType<typeof stats>, pairedDiff: number) =>
@@ -155,7 +177,8 @@ await runBench(5 * 60_000, async () => {
   console.log(`| direct: provider first token, same client | ${D.n} | ${ms(D.p50)} | ${ms(D.p99)} | — | — | — | 1.0× | 1.0× |`);
   console.log(row("library: pi-agent-core Agent in the client process, no service", stats(lWarm), paired(lWarm, dWarm)));
   console.log(row("service, warm harness (session had a turn)", W, paired(sWarm, dWarm)));
-  console.log(row("service, cold harness (new session, new harness process)", C, paired(sCold, dCold)));
+  console.log(row("service, cold harness (new session, new harness process; spares 0)", C, paired(sCold, dCold)));
+  console.log(row("service, new session of a new tenant, spare process ready (spares 1)", stats(sSpare), paired(sSpare, dSpare)));
   const S = stats(startups);
   const odd = anomalies(stack);
   console.log(`\nservice anomalies in the stack's log: ${odd.watchdogKills} interrupt-watchdog kills (no interrupt was sent), ${odd.harnessLost} harness processes ended unasked`);

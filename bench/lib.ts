@@ -194,6 +194,7 @@ export async function startProvider(): Promise<{ url: string; pid: number }> {
 
 export const TOKEN = secret("bench");
 export const auth = { authorization: `Bearer ${TOKEN}` };
+const defaultAuth = auth;
 export const harnessCommand = ["node", `${ROOT}runner-host/reference-harness/main.ts`];
 
 /** The real local stack (`svc -config`) pointed at the scripted provider; stopped at the end. */
@@ -201,18 +202,25 @@ export async function startBenchStack(
   providerUrl: string,
   harnesses: Record<string, unknown>,
   limits: Record<string, number> = {},
-  more: { config?: Record<string, unknown>; env?: Record<string, string>; runner?: boolean } = {},
+  more: {
+    config?: Record<string, unknown>;
+    env?: Record<string, string>;
+    runner?: boolean;
+    /** Further tenants `bench1`…`benchN`, each with its own token (`tenantAuth(i)`). */
+    tenants?: number;
+  } = {},
 ): Promise<Stack> {
+  const extra = Array.from({ length: more.tenants ?? 0 }, (_, i) => i + 1);
   const stack = await startStack(
     {
       config: {
-        tokens: [{ token_env: "TOKEN", tenant: "bench", manage: true }],
+        tokens: [{ token_env: "TOKEN", tenant: "bench", manage: true }, ...extra.map((i) => ({ token_env: `TOKEN_${i}`, tenant: `bench${i}`, manage: true }))],
         harnesses,
         providers: { openai: { api_key_env: "KEY", base_url: providerUrl, api: "openai-completions" } },
         limits,
         ...more.config,
       },
-      env: { TOKEN, KEY: "sk-bench", ...more.env, ...(process.env.SVC_DEBUG ? { SVC_DEBUG: "1" } : {}) },
+      env: { TOKEN, KEY: "sk-bench", ...Object.fromEntries(extra.map((i) => [`TOKEN_${i}`, tenantToken(i)])), ...more.env, ...(process.env.SVC_DEBUG ? { SVC_DEBUG: "1" } : {}) },
       runner: more.runner,
     },
     60_000,
@@ -229,8 +237,12 @@ export async function startBenchStack(
   return stack;
 }
 
-/** Session API shortcuts on the shared client. */
-export function api(base: string) {
+const tenantToken = (i: number) => secret(`bench${i}`);
+/** Authorization of tenant `bench<i>` (see `startBenchStack`'s `tenants`). */
+export const tenantAuth = (i: number) => ({ authorization: `Bearer ${tenantToken(i)}` });
+
+/** Session API shortcuts on the shared client (as the `bench` tenant unless `auth` says otherwise). */
+export function api(base: string, auth: Record<string, string> = defaultAuth) {
   return {
     async create(harness: string): Promise<string> {
       const r = await request("POST", `${base}/sessions`, { harness, config: { model: "openai/gpt-4o-mini", tools: [] } }, auth);

@@ -21,6 +21,13 @@
  *   recycles the process when nothing runs in it, otherwise the session moves to another one.
  *   A session leaving a process stays cached by its owner and is re-opened lazily.
  * - The last detach closes the host: a process with no sessions is stopped.
+ * - Spares (`spares` per harness, docs/configuration.md): started, `init`-answered processes that
+ *   belong to no tenant yet. A new process for (harness, tenant) is a spare whose provider table
+ *   matches the session's grant when there is one: it is bound to that tenant for good, and
+ *   another spare is started behind it. A spare counts toward `max_hosts` and its start toward
+ *   `max_starting`; it is the first process stopped to make room, is never started while a
+ *   request of its harness waits, and is replaced when the runner-host sees a changed key. It is
+ *   started with the grants seen so far, so there is none before the first session's grant.
  */
 import type { Harness } from "../src/shared/config-schema.ts";
 import type { ProviderGrant } from "../src/shared/runner-protocol.ts";
@@ -88,6 +95,8 @@ export class HarnessPool {
   /** Per tenant, the grant counter when it was last served: round-robin order. */
   #served = new Map<string, number>();
   #grants = 0;
+  /** Harnesses whose last spare failed to start: no spares until one of their processes starts. */
+  #spareFailed = new Set<string>();
   #pumping = false;
   #again = false;
   #stopped = false;
@@ -228,7 +237,8 @@ export class HarnessPool {
       const grant = e.s.grant();
       const procs = this.#procs.get(e.s.harness) ?? [];
       let p = procs.find((p) => p.usable && p.tenant === tenant && p.matches(grant) && p.load < cfg.max_shared);
-      if (!p && procs.length >= cfg.max_hosts) {
+      const spare = p ? undefined : procs.find((p) => p.spare && p.usable && p.matches(grant));
+      if (!p && !spare && procs.length >= cfg.max_hosts) {
         p = hostBlocked.has(e.s.harness) ? undefined : this.#makeRoom(procs, tenant, grant, queued);
         if (!p) {
           hostBlocked.add(e.s.harness);
@@ -239,10 +249,38 @@ export class HarnessPool {
         activeBlocked = true;
         continue;
       }
+      if (!p && spare) {
+        spare.tenant = tenant; // for good: it holds this tenant's sessions only from now on
+        p = spare;
+        this.#o.log("info", "spare harness process taken", { harness: e.s.harness, pid: spare.pid });
+      }
       this.#openIn(e, p ?? this.#spawn(e.s.harness, tenant, grant));
     }
     for (const p of this.processes()) {
-      if (p.state === "ready" && p.load === 0 && p.running === 0) this.#stopProcess(p, "its last session was detached");
+      if (!p.spare && p.state === "ready" && p.load === 0 && p.running === 0) this.#stopProcess(p, "its last session was detached");
+    }
+    this.#keepSpares();
+  }
+
+  /** Replaces spares with stale keys, and starts spares up to `spares` where limits and waiters allow. */
+  #keepSpares(): void {
+    if (this.#stopped) return;
+    const grants = [...this.#o.grants()];
+    if (grants.length === 0) return; // no key seen yet: a spare could call no provider
+    const waiting = new Set(this.#queue.map((e) => e.s.harness));
+    for (const [harness, cfg] of Object.entries(this.#o.harnesses)) {
+      const procs = this.#procs.get(harness) ?? [];
+      for (const p of procs) {
+        if (p.spare && p.usable && !grants.every((g) => p.matches(g))) this.#stopProcess(p, "provider key changed");
+      }
+      if (cfg.spares === 0 || waiting.has(harness) || this.#spareFailed.has(harness)) continue;
+      const live = (this.#procs.get(harness) ?? []).filter((p) => p.usable);
+      let hosts = live.length;
+      let spares = live.filter((p) => p.spare).length;
+      let starting = (this.#starting.get(harness) ?? 0) + live.filter((p) => p.state === "starting").length;
+      for (; spares < cfg.spares && hosts < cfg.max_hosts && starting < cfg.max_starting; spares++, hosts++, starting++) {
+        this.#spawn(harness, undefined, grants[0]!);
+      }
     }
   }
 
@@ -320,7 +358,7 @@ export class HarnessPool {
   #makeRoom(procs: PooledProcess[], tenant: string, grant: ProviderGrant, queued: Set<PoolSession>): PooledProcess | undefined {
     const matching = new Set(procs.filter((p) => p.state === "ready" && p.tenant === tenant && p.matches(grant)));
     if (this.#evictIdle(queued, (r) => matching.has(r.proc))) return [...matching].find((p) => p.load < this.#maxShared(p));
-    const idle = procs.find((p) => p.state === "ready" && p.running === 0 && p.opening === 0);
+    const idle = procs.find((p) => p.spare && p.usable) ?? procs.find((p) => p.state === "ready" && p.running === 0 && p.opening === 0);
     if (idle) this.#stopProcess(idle, "making room for another process of its harness");
     return undefined;
   }
@@ -351,7 +389,7 @@ export class HarnessPool {
     this.#pump();
   }
 
-  #spawn(harness: string, tenant: string, grant: ProviderGrant): PooledProcess {
+  #spawn(harness: string, tenant: string | undefined, grant: ProviderGrant): PooledProcess {
     const providers: ProviderTable = {};
     for (const g of this.#o.grants()) providers[g.prefix] = g;
     providers[grant.prefix] = grant;
@@ -370,10 +408,15 @@ export class HarnessPool {
     this.#procs.set(harness, [...(this.#procs.get(harness) ?? []), p]);
     p.ready.then(
       () => {
+        this.#spareFailed.delete(harness);
         telemetry().runnerStartup(harness, p.hp!.startupMs);
-        this.#o.log("info", "harness process started", { harness, pid: p.pid, startup_ms: Math.round(p.hp!.startupMs) });
+        this.#o.log("info", "harness process started", { harness, pid: p.pid, startup_ms: Math.round(p.hp!.startupMs), spare: p.spare });
+        if (p.spare) this.#pump(); // a waiting request may take it now
       },
-      () => {},
+      () => {
+        // A harness that cannot start would otherwise be respawned as a spare forever.
+        if (p.spare) this.#spareFailed.add(harness);
+      },
     );
     return p;
   }

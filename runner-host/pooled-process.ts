@@ -29,8 +29,8 @@ export type ExitListener = (p: PooledProcess, exit: HarnessExit, expected: boole
 
 export type ProcessSpawn = {
   harness: string;
-  /** The only tenant whose sessions this process holds. */
-  tenant: string;
+  /** The only tenant whose sessions this process holds; undefined: a spare, bound by its first open. */
+  tenant: string | undefined;
   command: readonly string[];
   rootDir: string;
   baseDir?: string;
@@ -39,7 +39,8 @@ export type ProcessSpawn = {
 
 export class PooledProcess {
   readonly harness: string;
-  readonly tenant: string;
+  /** Undefined while it is a spare: started and `init`-answered, holding nothing of any tenant. */
+  tenant: string | undefined;
   readonly providers: ProviderTable;
   /** Settles once the process said `ready` and accepted `init`; rejects with an OpenError. */
   readonly ready: Promise<void>;
@@ -65,6 +66,10 @@ export class PooledProcess {
   /** Resident + opening: what `max_shared` bounds. */
   get load(): number {
     return this.sessions.size + this.opening;
+  }
+
+  get spare(): boolean {
+    return this.tenant === undefined;
   }
 
   get usable(): boolean {

@@ -38,7 +38,9 @@ export function dial(baseUrl: string, path: string, secret: string, query: Recor
   const url = new URL(path, baseUrl);
   url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
-  const ws = new WebSocket(url, { headers: { Authorization: `Bearer ${secret}` } });
+  // No permessage-deflate: link messages are small JSON, and compressing each one cost more CPU
+  // in the runner-host (and workerd) than anything else on the link (bench/RESULTS.md, profile).
+  const ws = new WebSocket(url, { headers: { Authorization: `Bearer ${secret}` }, perMessageDeflate: false });
   // A refused upgrade: hand the status and the service's error message to `refused` listeners,
   // then end the attempt. Without `terminate` ws leaves the handshake open when someone listens
   // for this event.

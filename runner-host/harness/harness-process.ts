@@ -27,7 +27,9 @@ import { harnessIdentity, lookPath, wrappedCommand, type Identity } from "./clea
 import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "./jsonl.ts";
 import {
   HarnessOutputSchema,
+  MAX_ID_CHARS,
   RESULT_SCHEMAS,
+  type AssistantDeltaEvent,
   type CommandInput,
   type CommandOp,
   type ReadyEvent,
@@ -340,6 +342,12 @@ export class HarnessProcess {
 
   #handleOutput(value: Record<string, unknown>): void {
     if (this.#violated) return;
+    if (isPlainDelta(value)) {
+      // The hot path (most lines of a turn): checked by hand, exactly as the schema would accept it.
+      if (this.#onReady) return this.#violation("assistant.delta before ready");
+      for (const l of this.#listeners.get(value.session) ?? []) this.#safely("event listener", () => l(value));
+      return;
+    }
     const parsed = HarnessOutputSchema.safeParse(value);
     if (!parsed.success) {
       return this.#violation(`invalid message (${issueSummary(parsed.error.issues, 1)})`);
@@ -435,4 +443,22 @@ export function resolveCommand(command: readonly string[], baseDir: string): str
     const abs = resolve(baseDir, arg);
     return existsSync(abs) ? abs : arg;
   });
+}
+
+/**
+ * `{type:"assistant.delta", session, turn, text}` with exactly these keys and valid values: what
+ * AssistantDeltaEventSchema accepts, without zod's per-line allocations. Anything else (including
+ * every malformed delta) goes through the schema, which names the problem.
+ */
+function isPlainDelta(v: Record<string, unknown>): v is AssistantDeltaEvent {
+  if (v.type !== "assistant.delta") return false;
+  const { session, turn, text } = v;
+  let keys = 0;
+  for (const _ in v) keys++;
+  return (
+    keys === 4 &&
+    typeof text === "string" &&
+    typeof session === "string" && session.length >= 1 && session.length <= MAX_ID_CHARS &&
+    typeof turn === "string" && turn.length >= 1 && turn.length <= MAX_ID_CHARS
+  );
 }

@@ -75,7 +75,8 @@ export class JsonlDecoder {
 
   #parseLine(raw: string): DecodeResult {
     const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
-    if (Buffer.byteLength(line, "utf8") > this.maxLineBytes) {
+    // A UTF-16 unit is at most 3 UTF-8 bytes: short lines (nearly all) skip the byte count.
+    if (line.length * 3 > this.maxLineBytes && Buffer.byteLength(line, "utf8") > this.maxLineBytes) {
       return this.#error(`line exceeds ${this.maxLineBytes} bytes`);
     }
     let value: unknown;

@@ -22,7 +22,9 @@ export const PROTOCOL_VERSION = 1;
 export const STATE_FORMAT = "pi-agent-core.messages";
 
 const Id = z.string().min(1).max(256);
-const SessionId = z.string().min(1).max(256);
+/** Longest session id and turn id a harness line may carry, UTF-16 units. */
+export const MAX_ID_CHARS = 256;
+const SessionId = z.string().min(1).max(MAX_ID_CHARS);
 /** Provider-chosen tool call ids can be long (OpenAI Responses ids are about 450 chars). */
 const CallId = z.string().min(1).max(4096);
 
@@ -222,7 +224,7 @@ export const ReadyEventSchema = z.strictObject({
 export type ReadyEvent = z.infer<typeof ReadyEventSchema>;
 
 const turnEvent = <T extends string, S extends z.ZodRawShape>(type: T, shape: S) =>
-  z.strictObject({ type: z.literal(type), session: SessionId, turn: z.string().min(1).max(256), ...shape });
+  z.strictObject({ type: z.literal(type), session: SessionId, turn: z.string().min(1).max(MAX_ID_CHARS), ...shape });
 
 export const AssistantDeltaEventSchema = turnEvent("assistant.delta", { text: z.string() });
 export const AssistantMessageEventSchema = turnEvent("assistant.message", {
@@ -255,6 +257,7 @@ export const SessionEventSchema = z.discriminatedUnion("type", [
   TurnEndEventSchema,
 ]);
 export type SessionEvent = z.infer<typeof SessionEventSchema>;
+export type AssistantDeltaEvent = z.infer<typeof AssistantDeltaEventSchema>;
 export type TurnEndEvent = z.infer<typeof TurnEndEventSchema>;
 export type FatalEvent = z.infer<typeof FatalEventSchema>;
 

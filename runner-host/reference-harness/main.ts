@@ -10,7 +10,7 @@
  */
 import { flushAndExit, writeProtocol } from "./stdout-guard.ts"; // first: guards stdout for everything below
 import { readFileSync } from "node:fs";
-import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "../harness/jsonl.ts";
+import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES } from "../harness/jsonl.ts";
 import {
   CommandSchema,
   PROTOCOL_VERSION,
@@ -23,7 +23,9 @@ import {
   type ResultOf,
 } from "../harness/protocol.ts";
 import { issueSummary } from "../../src/shared/zod-issues.ts";
+import { getModels, getProviders } from "@mariozechner/pi-ai";
 import { CommandError, OVERRIDABLE_APIS } from "./model.ts";
+import { OutputBatch } from "./out-batch.ts";
 import { Session, type RuntimeOptions } from "./session.ts";
 
 const ENGINE = `pi-agent-core@${packageVersion("@mariozechner/pi-agent-core")}`;
@@ -35,8 +37,10 @@ const sessions = new Map<string, Session>();
 /** Native records sent ahead of a session's `open` (`state_part`), consumed by that open. */
 const staged = new Map<string, NativeRecord[]>();
 
+const out = new OutputBatch(writeProtocol);
+
 function send(message: HarnessOutput): void {
-  writeProtocol(serializeJsonLine(message));
+  out.queue(message);
 }
 
 function fatal(message: string, code: number): void {
@@ -50,6 +54,7 @@ function exit(code: number): void {
   if (exiting) return;
   exiting = true;
   for (const s of sessions.values()) s.interrupt();
+  out.flush();
   flushAndExit(code);
 }
 
@@ -99,6 +104,7 @@ function execute(cmd: Command): ResultOf<CommandOp> {
         timeoutMs: cmd.options?.timeout_ms,
         toolExecution: cmd.options?.tool_execution ?? "parallel",
       };
+      prewarm(providers);
       return { engine: ENGINE, catalog: CATALOG };
     }
     case "set_keys": {
@@ -173,6 +179,33 @@ function handle(cmd: Command): void {
   // Side effects that emit events come after the response (§7: `run` is answered first).
   if (cmd.op === "run") sessions.get(cmd.session)!.run(cmd.turn, cmd.text);
   if (cmd.op === "shutdown") exit(0);
+}
+
+/** pi-ai's provider module per transport (the ones `OVERRIDABLE_APIS` and the catalog use). */
+const PROVIDER_MODULES: Record<string, string> = {
+  "openai-completions": "@mariozechner/pi-ai/openai-completions",
+  "openai-responses": "@mariozechner/pi-ai/openai-responses",
+  "anthropic-messages": "@mariozechner/pi-ai/anthropic",
+  "google-generative-ai": "@mariozechner/pi-ai/google",
+  "mistral-conversations": "@mariozechner/pi-ai/mistral",
+};
+
+/**
+ * After `init`, loads the provider clients of the transports this process can call (and only
+ * those), in the background: pi-ai loads them lazily on a session's first call, which put ~0.2 s
+ * of module loading into the first turn of a new session, even in a warm spare process. The
+ * same module URLs, so pi-ai's own lazy import finds them loaded.
+ */
+function prewarm(table: Record<string, ProviderConfig>): void {
+  const apis = new Set<string>();
+  for (const [prefix, p] of Object.entries(table)) {
+    if (p.api) apis.add(p.api);
+    else if (getProviders().includes(prefix as never)) for (const m of getModels(prefix as never)) apis.add(m.api);
+  }
+  for (const api of apis) {
+    const specifier = PROVIDER_MODULES[api];
+    if (specifier) import(specifier).catch(() => {}); // a failure surfaces on the session's own call
+  }
 }
 
 function packageVersion(name: string): string {

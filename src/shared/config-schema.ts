@@ -63,6 +63,8 @@ export const HarnessSchema = z
     max_active_turns: z.int().optional(),
     max_hosts: int(1, 16),
     max_starting: int(1, 4),
+    /** Extension: started, tenant-neutral processes kept ready for new sessions (0 = none). */
+    spares: int(0, 1, 16),
   })
   .superRefine((h, ctx) => {
     if (h.command.length > 0 && h.command[0] === "") {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, secret, sessionProcessPids, startStack, type Stack } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("runner-manage"), OPENAI_KEY: "sk-rotation-old" };
 let provider: ScriptedProvider;
@@ -47,8 +47,7 @@ async function log(stack: Stack, id: string) {
     after = p.next_cursor;
   }
 }
-const harnessPids = (stack: Stack) =>
-  stack.stderr().split("\n").filter((l) => l.includes('"msg":"harness process started"')).map((l) => JSON.parse(l).pid as number);
+const harnessPids = (stack: Stack) => sessionProcessPids(stack.stderr());
 
 describe("link and keys", () => {
   let stack: Stack;

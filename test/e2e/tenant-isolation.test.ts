@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, secret, sessionProcessPids, startStack, type Stack } from "../helpers/stack.ts";
 
 const env = { TENANT_A: secret("tenant-a"), TENANT_B: secret("tenant-b"), OPENAI_KEY: "sk-isolation-key" };
 let provider: ScriptedProvider;
@@ -44,8 +44,7 @@ async function say(s: S, text: string): Promise<string> {
 }
 const status = (s: S, st: string, input?: string) =>
   s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === st && (input === undefined || f.json.input_id === input), 30_000);
-const startedPids = (from: number) =>
-  stack.stderr().slice(from).split("\n").filter((l) => l.includes('"msg":"harness process started"')).map((l) => JSON.parse(l).pid as number);
+const startedPids = (from: number) => sessionProcessPids(stack.stderr().slice(from));
 
 describe("a harness process never holds sessions of two tenants", () => {
   it("tenant A's harness crash does not fail tenant B's running turn", async () => {

@@ -10,7 +10,7 @@ import { startScriptedProvider, type ScriptedProvider } from "../../examples/scr
 import { call } from "../helpers/api.ts";
 import { freePort, startEverything, type Everything } from "../helpers/mcp-everything.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, secret, sessionProcessPids, startStack, type Stack } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("tools-manage"), OTHER: secret("tools-other"), OPENAI_KEY: "sk-tools", TOOL_TOKEN: "tool-bearer-123" };
 const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -231,7 +231,7 @@ describe("host HTTP tools", () => {
     const s = await session(["wait"]);
     await call(stack.url, "POST", `/sessions/${s.id}/events`, { token: env.MANAGE, body: { type: "user.message", text: "[[tool wait {}]]" } });
     await s.sse.waitFor((f) => f.event === "tool.call");
-    const pid = JSON.parse(stack.stderr().split("\n").filter((l) => l.includes('"msg":"harness process started"')).at(-1)!).pid as number;
+    const pid = sessionProcessPids(stack.stderr()).at(-1)!;
     process.kill(pid, "SIGKILL");
     await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "failed");
     const results = s.sse.frames.filter((f) => f.event === "tool.result");

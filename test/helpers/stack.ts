@@ -115,3 +115,17 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
 export function secret(label: string): string {
   return `${label}-${"x".repeat(32)}`.slice(0, 40);
 }
+
+/**
+ * Pids of harness processes that took sessions, in log order: processes started for a session,
+ * and spares when a session took one. Spares waiting unused (`"spare":true` when started) are not
+ * listed: killing one would hit no session. A spare taken before it was ready logs `pid` -1 and
+ * then its "started" line (no longer a spare).
+ */
+export function sessionProcessPids(stderr: string): number[] {
+  return stderr
+    .split("\n")
+    .filter((l) => (l.includes('"msg":"harness process started"') && !l.includes('"spare":true')) || l.includes('"msg":"spare harness process taken"'))
+    .map((l) => JSON.parse(l).pid as number)
+    .filter((pid) => pid > 0); // a spare taken while still starting: its "started" line follows
+}

@@ -74,6 +74,7 @@ describe("host configuration file: defaults", () => {
       max_active_turns: 8,
       max_hosts: 16,
       max_starting: 4,
+      spares: 1,
     });
   });
 });

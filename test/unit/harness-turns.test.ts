@@ -59,8 +59,11 @@ describe("reference harness on the scripted provider", () => {
     expect(end).toMatchObject({ session, turn: "t1", status: "completed" });
     const events = log.turn("t1");
     const deltas = events.filter((e) => e.type === "assistant.delta");
-    expect(deltas).toHaveLength(20000);
+    // Deltas written in one event-loop turn share a line: fewer lines, the same text in order.
+    expect(deltas.length).toBeGreaterThan(0);
+    expect(deltas.length).toBeLessThan(20000);
     const message = events.find((e) => e.type === "assistant.message")!;
+    expect(deltas.map((d) => (d.type === "assistant.delta" ? d.text : "")).join("")).toBe(message.type === "assistant.message" ? message.text : "");
     expect(message).toMatchObject({
       stop_reason: "stop",
       model: { provider: "openai", id: "gpt-4o-mini" },

@@ -69,7 +69,8 @@ export class ToolServer {
 
 export type RigOptions = {
   limits?: { active?: number; loaded?: number };
-  harness?: { command?: string[]; max_shared?: number; max_active_turns?: number; max_hosts?: number; max_starting?: number };
+  /** `spares` defaults to 0 here, so process counts in tests mean what they say; runner-spares.test.ts sets it. */
+  harness?: { command?: string[]; max_shared?: number; max_active_turns?: number; max_hosts?: number; max_starting?: number; spares?: number };
   host?: Partial<RunnerHostOptions>;
   /** Tenants the configuration names besides `acme` (one token each). */
   tenants?: string[];
@@ -88,7 +89,7 @@ export class Rig {
     [rig.svc, rig.provider] = await Promise.all([FakeService.start(), startScriptedProvider(), rig.tools.start()]);
     const parsed = parseHostConfig({
       tokens: [{ token_env: "T", tenant: "acme", manage: true }, ...(o.tenants ?? []).map((tenant) => ({ token_env: `T_${tenant}`, tenant }))],
-      harnesses: { ref: { command: REFERENCE_HARNESS, ...o.harness } },
+      harnesses: { ref: { command: REFERENCE_HARNESS, spares: 0, ...o.harness } },
       tools: [
         { name: WEATHER.name, description: WEATHER.description, input_schema: WEATHER.input_schema, url: `${rig.tools.url}/weather`, tenants: ["acme"], token_env: "TOOL_TOKEN" },
         { name: SLOW.name, description: SLOW.description, input_schema: SLOW.input_schema, url: `${rig.tools.url}/slow`, tenants: ["acme"] },

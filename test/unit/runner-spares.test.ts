@@ -1,0 +1,84 @@
+/**
+ * Warm start: the pool keeps `spares` started, `init`-answered harness processes that belong to no
+ * tenant, so a session that needs a new process takes one that is already running.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { opened, Rig, turnEnd } from "./runner-setup.ts";
+
+let rig: Rig | undefined;
+afterEach(async () => {
+  await rig?.stop();
+  rig = undefined;
+});
+
+/** Resolves with the pid of the next spare process that said ready. */
+async function spareStarted(r: Rig): Promise<number> {
+  const l = await r.logs.next((l) => l.msg === "harness process started" && l.fields.spare === true);
+  return Number(l.fields.pid);
+}
+
+describe("spare harness processes", () => {
+  it("a new tenant's first session opens in the spare, and another spare starts behind it", async () => {
+    rig = await Rig.start({ tenants: ["b"], harness: { spares: 1 } });
+    const a = await rig.open("spare-a");
+    await opened(a);
+    const spare = await spareStarted(rig);
+    const procA = rig.host.pool.residentIn(rig.host.session("spare-a")!)!;
+    expect(procA.tenant).toBe("acme");
+    expect(spare).not.toBe(procA.pid);
+
+    const b = await rig.open("spare-b", { tenant: "b" });
+    await opened(b);
+    const procB = rig.host.pool.residentIn(rig.host.session("spare-b")!)!;
+    expect(procB.pid).toBe(spare); // no new process was started for it
+    expect(procB.tenant).toBe("b");
+    const next = await spareStarted(rig);
+    expect([procA.pid, procB.pid]).not.toContain(next);
+    const tb = rig.run(b, "in the warm process");
+    expect((await turnEnd(b, tb)).status).toBe("completed");
+  });
+
+  it("the last detach stops a tenant's process but not the spare", async () => {
+    rig = await Rig.start({ harness: { spares: 1 } });
+    const a = await rig.open("spare-last");
+    await opened(a);
+    const spare = await spareStarted(rig);
+    await rig.host.pool.evict(rig.host.session("spare-last")!);
+    const ready = () => rig!.host.pool.processes("ref").filter((p) => p.usable);
+    expect(ready().map((p) => p.pid)).toEqual([spare]);
+    expect(ready()[0]!.spare).toBe(true);
+  });
+
+  it("spares count toward max_hosts: none is started when the processes are at the limit", async () => {
+    rig = await Rig.start({ harness: { spares: 1, max_hosts: 1 } });
+    const a = await rig.open("spare-max");
+    await opened(a);
+    const t = rig.run(a, "one");
+    expect((await turnEnd(a, t)).status).toBe("completed");
+    expect(rig.host.pool.processes("ref").map((p) => p.spare)).toEqual([false]);
+    expect(rig.logs.items.some((l) => l.fields.spare === true)).toBe(false);
+  });
+
+  it("spares: 0 keeps none", async () => {
+    rig = await Rig.start({ harness: { spares: 0 } });
+    const a = await rig.open("spare-off");
+    await opened(a);
+    const t = rig.run(a, "one");
+    expect((await turnEnd(a, t)).status).toBe("completed");
+    expect(rig.host.pool.processes("ref")).toHaveLength(1);
+  });
+
+  it("a spare started with the old provider key is replaced when the key changes", async () => {
+    rig = await Rig.start({ harness: { spares: 1 } });
+    const a = await rig.open("spare-key");
+    await opened(a);
+    const old = await spareStarted(rig);
+    const t = rig.run(a, "with the new key", { provider: rig.grant("test-key-2") });
+    expect((await turnEnd(a, t)).status).toBe("completed");
+    const fresh = await spareStarted(rig);
+    expect(fresh).not.toBe(old);
+    const spare = rig.host.pool.processes("ref").find((p) => p.pid === fresh)!;
+    expect(spare.providers.openai!.key).toBe("test-key-2");
+    expect(rig.host.pool.processes("ref").find((p) => p.pid === old)?.usable ?? false).toBe(false);
+  });
+});
