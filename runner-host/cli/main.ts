@@ -6,7 +6,7 @@
  * `-check` loads none of them and starts nothing.
  */
 import { loadConfigFile, loadEnvFileBeside } from "./config-file.ts";
-import { log } from "./log.ts";
+import { log } from "../log.ts";
 import { loadRunnerConfigFile } from "./runner-config-file.ts";
 
 export const USAGE = `usage: svc [runner] -config <path> [-check]
@@ -121,7 +121,7 @@ async function runRunner(configArg: string, check: boolean, status: boolean): Pr
     process.stdout.write(`config ok: ${loaded.path}\n`);
     return 0;
   }
-  const runnerMain = () => import("./runner-main.ts");
+  const runnerMain = () => import("./runner-command.ts");
   if (status) return (await runnerMain()).printRunnerStatus(loaded.config);
   return start(async () => (await runnerMain()).runRunnerHost({ config: loaded.config, configPath: loaded.path }));
 }

@@ -8,8 +8,8 @@
  * Keepalives follow the event streams' 15 s rule.
  */
 import { ServiceError, type ErrorBody } from "../shared/errors.ts";
-import { KEEPALIVE } from "./sse.ts";
-import { KEEPALIVE_MS, WRITE_DEADLINE_MS, type SocketLike } from "./sse-relay.ts";
+import { KEEPALIVE } from "./frame.ts";
+import { KEEPALIVE_MS, WRITE_DEADLINE_MS, type SocketLike } from "./session-stream.ts";
 
 export type CommandStub = {
   fetch(input: string, init?: RequestInit): Promise<{ status: number; webSocket?: SocketLike | null; json(): Promise<unknown> }>;

@@ -11,11 +11,11 @@
  * into one frame (texts concatenated, the first delta's id and time kept): a burst of deltas costs
  * a reading client one queued event, so only a client that really falls behind is cut.
  */
-import { MORE, type SubscribeDown } from "../shared/subscribe-protocol.ts";
+import { MORE, type SubscribeDown } from "./subscribe-protocol.ts";
 import type { Event } from "../shared/api-schema.ts";
 import { concatBytes } from "../shared/bytes.ts";
 import { ServiceError, type ErrorBody } from "../shared/errors.ts";
-import { encodeEvent, KEEPALIVE } from "./sse.ts";
+import { encodeEvent, KEEPALIVE } from "./frame.ts";
 
 /** Spec "SSE keepalive and write deadline": 15 s each. */
 export const KEEPALIVE_MS = 15_000;

@@ -8,8 +8,8 @@ import { execFileSync, spawnSync } from "node:child_process";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { unstable_readConfig } from "wrangler";
-import { ROOT, WRANGLER_TOML, wranglerCommand } from "../../runner-host/deploy/deploy-command.ts";
-import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS } from "../../runner-host/worker-bundle.ts";
+import { ROOT, WRANGLER_TOML, wranglerCommand } from "../../runner-host/cli/deploy/deploy-command.ts";
+import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS } from "../../runner-host/cli/worker-bundle.ts";
 
 /** The fields read here (wrangler's own config type does not resolve under nodenext). */
 type WranglerConfig = {
