@@ -8,7 +8,7 @@
  * either read by the replay or pushed live, never both and never neither.
  */
 import type { Event } from "../shared/api-schema.ts";
-import { MORE, REPLAY_BATCH, type SubscribeDown } from "../sse/subscribe-protocol.ts";
+import { MORE, REPLAY_BATCH, type SubscribeDown } from "../shared/subscribe-protocol.ts";
 
 const TAG = "sse";
 

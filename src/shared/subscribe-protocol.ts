@@ -4,7 +4,7 @@
  * long log never piles up in memory; once the object reports `live`, retained and live-only events
  * are pushed as they happen.
  */
-import type { Event } from "../shared/api-schema.ts";
+import type { Event } from "./api-schema.ts";
 
 /** Spec "SSE replay batch": 100 events. */
 export const REPLAY_BATCH = 100;

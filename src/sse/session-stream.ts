@@ -11,7 +11,7 @@
  * into one frame (texts concatenated, the first delta's id and time kept): a burst of deltas costs
  * a reading client one queued event, so only a client that really falls behind is cut.
  */
-import { MORE, type SubscribeDown } from "./subscribe-protocol.ts";
+import { MORE, type SubscribeDown } from "../shared/subscribe-protocol.ts";
 import type { Event } from "../shared/api-schema.ts";
 import { concatBytes } from "../shared/bytes.ts";
 import { ServiceError, type ErrorBody } from "../shared/errors.ts";

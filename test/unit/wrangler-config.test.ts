@@ -1,5 +1,5 @@
 /**
- * wrangler.toml is what `wrangler deploy` ships; runner-host/worker-bundle.ts is what the local
+ * wrangler.toml is what `wrangler deploy` ships; runner-host/cli/worker-bundle.ts is what the local
  * stack runs. They must describe the same Worker: compatibility date and flags, Durable Object
  * bindings and classes. The production settings the deploy runbook relies on are checked too, and
  * the generated `Env` types (worker-configuration.d.ts) must match the bindings.

@@ -9,7 +9,7 @@ import { expect } from "vitest";
 import type { Env } from "../../src/env.ts";
 import type { Event, Session } from "../../src/shared/api-schema.ts";
 import type { Result } from "../../src/shared/errors.ts";
-import type { SubscribeDown } from "../../src/sse/subscribe-protocol.ts";
+import type { SubscribeDown } from "../../src/shared/subscribe-protocol.ts";
 import { newId } from "../../src/shared/ids.ts";
 import { EventLog, type NewEvent } from "../../src/session/event-log.ts";
 import type { NewSession } from "../../src/session/record.ts";

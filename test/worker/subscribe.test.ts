@@ -7,7 +7,7 @@ import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { Event, EventList } from "../../src/shared/api-schema.ts";
 import type { SessionObject } from "../../src/session/session-object.ts";
-import { REPLAY_BATCH, type SubscribeDown } from "../../src/sse/subscribe-protocol.ts";
+import { REPLAY_BATCH, type SubscribeDown } from "../../src/shared/subscribe-protocol.ts";
 import {
   api,
   appendRecords,
