@@ -7,7 +7,8 @@
  * the socket: the object then ends the calls this connection had in flight as unknown outcomes.
  * Keepalives follow the event streams' 15 s rule.
  */
-import { KEEPALIVE, KEEPALIVE_MS, SSE_HEADERS, WRITE_DEADLINE_MS } from "./frame.ts";
+import { KEEPALIVE } from "./frame.ts";
+import { KEEPALIVE_MS, SSE_HEADERS, WRITE_DEADLINE_MS } from "./stream-rules.ts";
 import { acceptObjectSocket, type ObjectStub } from "./object-socket.ts";
 
 const encoder = new TextEncoder();

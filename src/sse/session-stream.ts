@@ -14,7 +14,8 @@
 import { MORE, type SubscribeDown } from "../shared/subscribe-protocol.ts";
 import type { Event } from "../shared/api-schema.ts";
 import { concatBytes } from "../shared/bytes.ts";
-import { encodeEvent, KEEPALIVE, KEEPALIVE_MS, SSE_HEADERS, WRITE_DEADLINE_MS } from "./frame.ts";
+import { encodeEvent, KEEPALIVE } from "./frame.ts";
+import { KEEPALIVE_MS, SSE_HEADERS, WRITE_DEADLINE_MS } from "./stream-rules.ts";
 import { acceptObjectSocket, type ObjectStub } from "./object-socket.ts";
 /** Replay batches buffered ahead of the client: two keeps the log read and the client busy at once. */
 const REPLAY_AHEAD = 2;

@@ -7,7 +7,8 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Event } from "../../src/shared/api-schema.ts";
 import { ServiceError } from "../../src/shared/errors.ts";
 import type { SubscribeDown } from "../../src/shared/subscribe-protocol.ts";
-import { encodeEvent, KEEPALIVE_MS, WRITE_DEADLINE_MS } from "../../src/sse/frame.ts";
+import { encodeEvent } from "../../src/sse/frame.ts";
+import { KEEPALIVE_MS, WRITE_DEADLINE_MS } from "../../src/sse/stream-rules.ts";
 import { EVENT_OVERHEAD_BYTES, openSessionStream } from "../../src/sse/session-stream.ts";
 
 const decoder = new TextDecoder();
