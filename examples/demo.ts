@@ -3,7 +3,7 @@
  * server that config points its `openai` provider at, so a fresh machine can run real turns with
  * no network and no keys.
  */
-import { main } from "../runner-host/cli.ts";
+import { main } from "../runner-host/cli/main.ts";
 import { startScriptedProvider } from "./scripted-provider.ts";
 
 /** Port of `providers.openai.base_url` in examples/local.json. */

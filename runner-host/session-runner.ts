@@ -6,6 +6,16 @@
  * process (eviction to make room, a recycle for a new key) is re-opened from them without asking
  * the object. Leaving the runner-host (object `detach`, idle or LRU drop, harness crash, shutdown)
  * ends with `detached`, acked or not within `DETACH_ACK_MS`, then the link closes.
+ *
+ * Lifecycle (one `Life` value, never a set of flags):
+ *
+ *   attached ─open─▶ receiving ─last native part─▶ opening ─settled─▶ ready
+ *   attached ─open with no native parts─▶ opening
+ *   any of them ─detach, lost lease, harness exit, shutdown─▶ leaving (final)
+ *
+ * Turns queue beside it (`#runs`, `#turn`): a run waits for the open to settle and fails if the
+ * session was never opened. While leaving, an `open` or a native part is ignored: opening now could
+ * only be cancelled.
  */
 import type { LinkDown, ProviderGrant } from "../src/shared/runner-protocol.ts";
 import { STATE_FORMAT, type CommandInput, type Effort, type NativeRecord } from "./harness/protocol.ts";
@@ -27,6 +37,20 @@ const LEAVE_TURN_MS = 5_000;
 
 type Open = Extract<LinkDown, { t: "open" }>;
 type Run = Extract<LinkDown, { t: "run" }>;
+/** How the harness open ended: undefined when it succeeded, else why it failed. */
+type Opened = Promise<string | undefined>;
+
+type Life =
+  /** Waiting for the object's `open`. */
+  | { at: "attached" }
+  /** `open` came; `partsLeft` native parts are still on their way. */
+  | { at: "receiving"; open: Open; partsLeft: number }
+  /** Being opened in a harness process (it may wait for capacity). */
+  | { at: "opening"; open: Open; opened: Opened; abort: AbortController }
+  /** The open settled, successfully or not (`opened` says which). */
+  | { at: "ready"; open: Open; opened: Opened }
+  /** On its way out; `override` ends the turns it refuses from now on (shutdown). */
+  | { at: "leaving"; open?: Open; opened?: Opened; left: Promise<void>; override?: TurnEnd };
 
 export type SessionRunnerOptions = {
   name: string;
@@ -53,17 +77,11 @@ export class SessionRunner implements PoolSession {
   readonly link: SessionLink;
   lastUsed = Date.now();
   readonly #o: SessionRunnerOptions;
-  #open: Open | undefined;
+  #life: Life = { at: "attached" };
   #grant: ProviderGrant | undefined;
   #records: NativeRecord[] = [];
-  #nativeLeft = 0;
-  #opened: Promise<string | undefined> | undefined; // undefined: ok; a string: why the open failed
-  #openSettled = false;
   #runs: Run[] = [];
   #turn: Turn | undefined;
-  #leaving: Promise<void> | undefined;
-  #override: TurnEnd | undefined;
-  #openAbort = new AbortController();
   readonly #tools: SessionTools & { credentials: SessionCredentials };
 
   constructor(o: SessionRunnerOptions) {
@@ -93,10 +111,10 @@ export class SessionRunner implements PoolSession {
   }
   /** Its open settled, nothing running or waiting, not leaving: what an LRU or idle drop may take. */
   get idle(): boolean {
-    return this.#openSettled && this.#turn === undefined && this.#runs.length === 0 && !this.#leaving;
+    return this.#life.at === "ready" && this.#turn === undefined && this.#runs.length === 0;
   }
   get leaving(): boolean {
-    return this.#leaving !== undefined;
+    return this.#life.at === "leaving";
   }
   get currentTurn(): Turn | undefined {
     return this.#turn;
@@ -128,8 +146,7 @@ export class SessionRunner implements PoolSession {
 
   /** Leaves the runner-host: the running turn ends with `override` (shutdown), then `detached`. */
   shutdown(reason: string, override?: TurnEnd): Promise<void> {
-    if (override) this.#override ??= override;
-    return this.#leave(reason, true);
+    return this.#leave(reason, true, override);
   }
 
   /** Leaves without telling the object (its lease was superseded). */
@@ -141,19 +158,22 @@ export class SessionRunner implements PoolSession {
     switch (m.t) {
       case "open":
         if (this.#open) return this.#o.log("warn", "second open on one lease ignored", { session: this.name });
-        this.#open = m;
+        if (this.#life.at === "leaving") return;
         this.#setGrant(m.provider);
-        this.#nativeLeft = m.native_parts;
-        if (this.#nativeLeft === 0) this.#openInHarness();
+        if (m.native_parts === 0) return this.#openInHarness(m);
+        this.#life = { at: "receiving", open: m, partsLeft: m.native_parts };
         return;
-      case "native":
-        if (this.#nativeLeft === 0) return this.#o.log("warn", "native part outside an open ignored", { session: this.name });
+      case "native": {
+        const life = this.#life;
+        if (life.at === "leaving") return;
+        if (life.at !== "receiving") return this.#o.log("warn", "native part outside an open ignored", { session: this.name });
         this.#records.push(...(m.records as NativeRecord[]));
-        if (--this.#nativeLeft === 0) this.#openInHarness();
+        if (--life.partsLeft === 0) this.#openInHarness(life.open);
         return;
+      }
       case "run":
-        if (this.#leaving) {
-          const end = this.#override ?? { status: "interrupted", error: { code: "conflict", message: "the session is leaving this runner-host" } };
+        if (this.#life.at === "leaving") {
+          const end = this.#life.override ?? { status: "interrupted", error: { code: "conflict", message: "the session is leaving this runner-host" } };
           return void this.link.send({ t: "turn_end", turn: m.turn, ...end });
         }
         this.#runs.push(m);
@@ -174,8 +194,12 @@ export class SessionRunner implements PoolSession {
     this.#o.noteGrant(g);
   }
 
-  #openInHarness(): void {
-    this.#opened = this.#o.pool.open(this, this.#openAbort.signal).then(
+  #openInHarness(open: Open): void {
+    const abort = new AbortController();
+    // The state comes first: the pool may ask for `openCommand()` before `open` returns.
+    const { promise: opened, resolve } = Promise.withResolvers<string | undefined>();
+    this.#life = { at: "opening", open, opened, abort };
+    const outcome = this.#o.pool.open(this, abort.signal).then(
       () => {
         this.link.send({ t: "opened" });
         this.lastUsed = Date.now();
@@ -186,10 +210,21 @@ export class SessionRunner implements PoolSession {
         return err.message;
       },
     );
-    void this.#opened.then(() => {
-      this.#openSettled = true;
+    resolve(outcome);
+    void opened.then(() => {
+      if (this.#life.at === "opening") this.#life = { at: "ready", open, opened };
       this.#o.onChange();
     });
+  }
+
+  /** The `open` of this lease, once it came. */
+  get #open(): Open | undefined {
+    return this.#life.at === "attached" ? undefined : this.#life.open;
+  }
+
+  /** The harness open, once started. */
+  get #opened(): Opened | undefined {
+    return this.#life.at === "opening" || this.#life.at === "ready" || this.#life.at === "leaving" ? this.#life.opened : undefined;
   }
 
   #interrupt(turn: string): void {
@@ -240,7 +275,7 @@ export class SessionRunner implements PoolSession {
     this.#turn = undefined;
     this.lastUsed = Date.now();
     this.#o.onChange();
-    if (this.#leaving) return;
+    if (this.#life.at === "leaving") return;
     void this.#nextTurn();
   }
 
@@ -265,29 +300,39 @@ export class SessionRunner implements PoolSession {
    * Ends everything here. `tell`: the object still listens (send `detached` and wait for its
    * ack); false when the lease is already gone.
    */
-  #leave(reason: string, tell: boolean): Promise<void> {
-    this.#leaving ??= (async () => {
-      this.#o.onChange();
-      this.#openAbort.abort(); // an open still waiting for capacity is not wanted any more (a turn may wait on it)
-      const end: TurnEnd = this.#override ?? { status: "interrupted", error: { code: "conflict", message: "the turn was interrupted" } };
-      for (const run of this.#runs.splice(0)) this.link.send({ t: "turn_end", turn: run.turn, ...end });
-      const turn = this.#turn;
-      if (turn) {
-        turn.interrupt(end);
-        const timer = setTimeout(() => turn.end(end), LEAVE_TURN_MS);
-        await turn.done;
-        clearTimeout(timer);
-      }
-      await this.#opened;
-      await this.#o.pool.evict(this);
-      if (tell) {
-        this.link.send({ t: "detached", reason });
-        await this.link.waitAcked(DETACH_ACK_MS);
-      }
-      this.link.close(1000, "detached");
-      this.#o.log("info", "session detached", { session: this.name, lease: this.lease, reason });
-      this.#o.onGone(this);
-    })();
-    return this.#leaving;
+  #leave(reason: string, tell: boolean, override?: TurnEnd): Promise<void> {
+    const from = this.#life;
+    if (from.at === "leaving") {
+      from.override ??= override;
+      return from.left;
+    }
+    const { promise: left, resolve } = Promise.withResolvers<void>();
+    this.#life = { at: "leaving", open: this.#open, opened: this.#opened, left, ...(override ? { override } : {}) };
+    // An open still waiting for capacity is not wanted any more (a turn may wait on it).
+    if (from.at === "opening") from.abort.abort();
+    resolve(this.#depart(reason, tell, this.#life.opened, override));
+    return left;
+  }
+
+  async #depart(reason: string, tell: boolean, opened: Opened | undefined, override: TurnEnd | undefined): Promise<void> {
+    this.#o.onChange();
+    const end: TurnEnd = override ?? { status: "interrupted", error: { code: "conflict", message: "the turn was interrupted" } };
+    for (const run of this.#runs.splice(0)) this.link.send({ t: "turn_end", turn: run.turn, ...end });
+    const turn = this.#turn;
+    if (turn) {
+      turn.interrupt(end);
+      const timer = setTimeout(() => turn.end(end), LEAVE_TURN_MS);
+      await turn.done;
+      clearTimeout(timer);
+    }
+    await opened;
+    await this.#o.pool.evict(this);
+    if (tell) {
+      this.link.send({ t: "detached", reason });
+      await this.link.waitAcked(DETACH_ACK_MS);
+    }
+    this.link.close(1000, "detached");
+    this.#o.log("info", "session detached", { session: this.name, lease: this.lease, reason });
+    this.#o.onGone(this);
   }
 }

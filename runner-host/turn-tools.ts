@@ -23,7 +23,7 @@ import type { ToolCallContext, ToolScope } from "./tools/types.ts";
 import { awaitRuntimeResult, type RuntimeDescriptor, type RuntimeReplies } from "./tools/runtime-tool.ts";
 import type { CredentialValue } from "../src/shared/runner-protocol.ts";
 import { newId } from "../src/shared/ids.ts";
-import { INSPECTION_GRACE_MS, mintInspectionToken } from "../src/shared/inspection-token.ts";
+import { mintInspectionToken } from "../src/shared/inspection-token.ts";
 
 /**
  * How long a host call waits for the object to acknowledge its `tool_call` before giving up, ms:
@@ -179,8 +179,8 @@ export class TurnTools {
   async #scope(tool: HostTool, callId: string): Promise<ToolScope> {
     const scope: ToolScope = { ...this.#o.scope, call_id: callId };
     if (!tool.inspect_session) return scope;
-    const e = Date.now() + tool.timeout_seconds * 1000 + INSPECTION_GRACE_MS;
-    scope.inspection_token = await mintInspectionToken(this.#o.secret, { t: scope.tenant_id, s: scope.session_id, c: callId, e });
+    const token = { tenant: scope.tenant_id, session: scope.session_id, call: callId };
+    scope.inspection_token = await mintInspectionToken(this.#o.secret, token, tool.timeout_seconds);
     return scope;
   }
 

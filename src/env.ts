@@ -16,7 +16,7 @@ export type Env = Omit<Cloudflare.Env, "PERSISTENCE"> & {
    * `r2`, and without it `r2` goes through the S3 API (src/persistence/open-store.ts).
    */
   PERSISTENCE?: R2Bucket;
-  /** Persistence `filesystem`: the local stack's file service (runner-host/persistence-fs.ts). */
+  /** Persistence `filesystem`: the local stack's file service (runner-host/cli/persistence-fs.ts). */
   PERSISTENCE_FS?: Fetcher;
 } & Record<string, unknown>;
 

@@ -2,7 +2,7 @@
 import type { MiddlewareHandler } from "hono";
 import { forbidden, unauthorized } from "../shared/errors.ts";
 import { sha256Hex } from "../shared/ids.ts";
-import { INSPECTION_PREFIX, verifyInspectionToken } from "../shared/inspection-token.ts";
+import { isInspectionToken, verifyInspectionToken } from "../shared/inspection-token.ts";
 import type { Grant } from "../runtime.ts";
 import type { AppEnv } from "./context.ts";
 
@@ -22,9 +22,9 @@ export const requireToken: MiddlewareHandler<AppEnv> = async (c, next) => {
   const token = bearerToken(c.req.header("Authorization"));
   const rt = c.get("runtime");
   let grant: Grant | undefined;
-  if (token?.startsWith(INSPECTION_PREFIX)) {
-    const claims = rt.runnerSecret ? await verifyInspectionToken(rt.runnerSecret, token) : undefined;
-    if (claims) grant = { tenant: claims.t, session: claims.s, manage: false, readOnly: true, inspectCall: claims.c };
+  if (token !== undefined && isInspectionToken(token)) {
+    const scope = rt.runnerSecret ? await verifyInspectionToken(rt.runnerSecret, token) : undefined;
+    if (scope) grant = { tenant: scope.tenant, session: scope.session, manage: false, readOnly: true, inspectCall: scope.call };
   } else if (token !== undefined) {
     grant = rt.grants.get(await sha256Hex(token));
   }

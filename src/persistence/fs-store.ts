@@ -1,7 +1,7 @@
 /**
  * `filesystem`: plain files under `directory`/`prefix`, written by the Node process that runs the
  * local stack. The Worker reaches it through the service binding PERSISTENCE_FS, a function the
- * local stack registers with Miniflare (runner-host/persistence-fs.ts). A deployed Worker has no
+ * local stack registers with Miniflare (runner-host/cli/persistence-fs.ts). A deployed Worker has no
  * such binding, which is why `svc deploy` refuses this provider.
  *
  * Wire: `PUT /o/<key>` (header `If-None-Match: *` to create only), `GET /o/<key>`,

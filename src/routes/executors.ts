@@ -12,7 +12,7 @@ import { bearerToken, requireManage, requireToken } from "../http/auth.ts";
 import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
 import { pathId } from "../http/params.ts";
-import { openCommandStream } from "../http/command-stream.ts";
+import { openCommandStream } from "../sse/command-stream.ts";
 import { TOKEN_DIGEST_HEADER } from "../executor/executor-object.ts";
 import { existingSession } from "../persistence/lookup.ts";
 

@@ -11,7 +11,7 @@ import { refuseInspection, requireManage, requireSessionAccess, requireToken, re
 import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
 import { pageLimit, pathId } from "../http/params.ts";
-import { openSessionStream } from "../http/sse-relay.ts";
+import { openSessionStream } from "../sse/session-stream.ts";
 import { refuseWhenDraining } from "../http/draining.ts";
 import { chooseHomeRegion, fleetStatus, locationHint } from "../runner/fleet.ts";
 import { prepareSession } from "../session/create.ts";

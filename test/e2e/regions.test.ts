@@ -15,7 +15,7 @@ import { startRunner, type RunnerProcess } from "../helpers/runner-process.ts";
 import { openSse } from "../helpers/sse.ts";
 import { secret, startStack, type Stack } from "../helpers/stack.ts";
 import { runSvc } from "../helpers/svc-command.ts";
-import { MAX_REFUSALS } from "../../runner-host/runner-main.ts";
+import { MAX_REFUSALS } from "../../runner-host/cli/runner-command.ts";
 
 const env = { MANAGE: secret("regions-manage"), OPENAI_KEY: "sk-regions", RUNNER_SECRET: secret("regions-runner") };
 const runnerEnv = { RUNNER_SECRET: env.RUNNER_SECRET };

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
-import { wranglerCommand, WRANGLER_TOML } from "../../runner-host/deploy/deploy-command.ts";
+import { wranglerCommand, WRANGLER_TOML } from "../../runner-host/cli/deploy/deploy-command.ts";
 import { call } from "../helpers/api.ts";
 import { spawnLogged, type Logged } from "../helpers/process.ts";
 import { startRunner, type RunnerProcess } from "../helpers/runner-process.ts";

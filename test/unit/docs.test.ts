@@ -2,8 +2,9 @@
  * The repository stands alone and its documented commands run as written on a fresh clone: no
  * comment or page points at documents outside the repository, every `npm run` names a script,
  * no shell example runs a `.ts` file with a bare `node` (an older system Node cannot load it; npm
- * scripts and npx put the project's Node 24 first), and every relative link resolves. The bench
- * entry points themselves run in short mode in test/e2e/bench-entry-points.test.ts.
+ * scripts and npx put the project's Node 24 first), every relative link resolves, and every
+ * repository path a file names exists. The bench entry points themselves run in short mode in
+ * test/e2e/bench-entry-points.test.ts.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
@@ -11,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const SOURCE_DIRS = ["src", "runner-host", "test", "bench", "docs", "examples", "cli", "migrations", ".ci"];
+const SOURCE_DIRS = ["src", "runner-host", "test", "bench", "docs", "examples", "cli", "client", "chaos", "scripts", "migrations", ".ci"];
 const ROOT_FILES = ["README.md", "CONTRIBUTING.md", "package.json", "wrangler.toml", "tsconfig.json"];
 const TEXT = /\.(ts|mts|mjs|js|json|md|sql|toml)$|^run$/;
 
@@ -66,6 +67,16 @@ describe("documentation", () => {
         .map((target) => `${relative(ROOT, f)}: ${target}`),
     );
     expect(broken).toEqual([]);
+  });
+
+  it("names only repository paths that exist, in docs and in comments", () => {
+    // A path written from the repository root (`src/…`, `runner-host/…`), not a glob such as
+    // `test/unit/config-*.test.ts`: after a file moves, every mention of its old place fails here.
+    const named = /(?<![\w./-])((?:src|runner-host|test|bench|cli|docs|examples|migrations|chaos|client|scripts)\/[\w./-]*[\w/])(?![\w/]*-?\*)/g;
+    const stale = files.flatMap((f) =>
+      [...readFileSync(f, "utf8").matchAll(named)].filter((m) => !existsSync(join(ROOT, m[1]!))).map((m) => `${relative(ROOT, f)}: ${m[1]}`),
+    );
+    expect(stale).toEqual([]);
   });
 
   it("gives every benchmark an npm entry point with a short mode run by bench:short", () => {

@@ -16,7 +16,7 @@ import { PersistenceSchema } from "../../src/shared/config-persistence.ts";
 import { GcsStore } from "../../src/persistence/gcs-store.ts";
 import { S3Store } from "../../src/persistence/s3-store.ts";
 import { StoreError, type ObjectStore } from "../../src/persistence/store.ts";
-import { persistenceFsHandler } from "../../runner-host/persistence-fs.ts";
+import { persistenceFsHandler } from "../../runner-host/cli/persistence-fs.ts";
 import { startFakeGcs, type FakeGcs } from "../helpers/fake-gcs.ts";
 
 const bytes = (s: string) => new TextEncoder().encode(s);

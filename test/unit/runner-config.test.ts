@@ -6,8 +6,8 @@ import { mkdtempSync, utimesSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { acquireDataDirLock } from "../../runner-host/data-dir-lock.ts";
-import { loadRunnerConfigFile } from "../../runner-host/runner-config-file.ts";
+import { acquireDataDirLock } from "../../runner-host/cli/data-dir-lock.ts";
+import { loadRunnerConfigFile } from "../../runner-host/cli/runner-config-file.ts";
 
 const dir = mkdtempSync(path.join(tmpdir(), "svc-runner-config-"));
 const write = (name: string, value: unknown) => {

@@ -7,8 +7,9 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Event } from "../../src/shared/api-schema.ts";
 import { ServiceError } from "../../src/shared/errors.ts";
 import type { SubscribeDown } from "../../src/shared/subscribe-protocol.ts";
-import { encodeEvent } from "../../src/http/sse.ts";
-import { EVENT_OVERHEAD_BYTES, KEEPALIVE_MS, openSessionStream, WRITE_DEADLINE_MS, type StreamHooks } from "../../src/http/sse-relay.ts";
+import { encodeEvent } from "../../src/sse/frame.ts";
+import { KEEPALIVE_MS, WRITE_DEADLINE_MS } from "../../src/sse/stream-rules.ts";
+import { EVENT_OVERHEAD_BYTES, openSessionStream, type StreamHooks } from "../../src/sse/session-stream.ts";
 import { OpenStreams } from "../../src/streams/open-streams.ts";
 
 const decoder = new TextDecoder();

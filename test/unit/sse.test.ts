@@ -1,7 +1,7 @@
 /** The SSE frame encoder (spec "SSE wire format" 1-4). */
 import { describe, expect, it } from "vitest";
 import type { Event } from "../../src/shared/api-schema.ts";
-import { encodeEvent, KEEPALIVE } from "../../src/http/sse.ts";
+import { encodeEvent, KEEPALIVE } from "../../src/sse/frame.ts";
 
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();

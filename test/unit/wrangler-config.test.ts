@@ -1,5 +1,5 @@
 /**
- * wrangler.toml is what `wrangler deploy` ships; runner-host/worker-bundle.ts is what the local
+ * wrangler.toml is what `wrangler deploy` ships; runner-host/cli/worker-bundle.ts is what the local
  * stack runs. They must describe the same Worker: compatibility date and flags, Durable Object
  * bindings and classes. The production settings the deploy runbook relies on are checked too, and
  * the generated `Env` types (worker-configuration.d.ts) must match the bindings.
@@ -8,8 +8,8 @@ import { execFileSync, spawnSync } from "node:child_process";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { unstable_readConfig } from "wrangler";
-import { ROOT, WRANGLER_TOML, wranglerCommand } from "../../runner-host/deploy/deploy-command.ts";
-import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS } from "../../runner-host/worker-bundle.ts";
+import { ROOT, WRANGLER_TOML, wranglerCommand } from "../../runner-host/cli/deploy/deploy-command.ts";
+import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS } from "../../runner-host/cli/worker-bundle.ts";
 
 /** The fields read here (wrangler's own config type does not resolve under nodenext). */
 type WranglerConfig = {

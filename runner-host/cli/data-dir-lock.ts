@@ -12,7 +12,7 @@
 import { readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import path from "node:path";
-import { newId } from "../src/shared/ids.ts";
+import { newId } from "../../src/shared/ids.ts";
 
 /** How often a held lock's mtime is refreshed, ms. */
 const REFRESH_MS = 5_000;

@@ -37,7 +37,7 @@ const nodeBuiltins: Plugin = {
   },
 };
 
-const ENTRY = fileURLToPath(new URL("../src/index.ts", import.meta.url));
+const ENTRY = fileURLToPath(new URL("../../src/index.ts", import.meta.url));
 
 export async function bundleWorker(): Promise<string> {
   const out = await build({

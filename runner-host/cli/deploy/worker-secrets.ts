@@ -6,9 +6,9 @@
  * many tenants stays under the platform's cap on secrets and variables per Worker.
  */
 import { createHash } from "node:crypto";
-import { checkEnvironment } from "../../src/shared/config-env.ts";
-import type { HostConfig } from "../../src/shared/config-schema.ts";
-import { referencedVariables, workerView } from "../../src/shared/config-vars.ts";
+import { checkEnvironment } from "../../../src/shared/config-env.ts";
+import type { HostConfig } from "../../../src/shared/config-schema.ts";
+import { referencedVariables, workerView } from "../../../src/shared/config-vars.ts";
 
 /** Workers cap on secrets plus variables per Worker (Paid plan; the Free plan allows 64). */
 export const WORKER_VARIABLES_LIMIT = 128;

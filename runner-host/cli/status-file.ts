@@ -6,7 +6,7 @@
  */
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import type { Capacity } from "../src/shared/runner-protocol.ts";
+import type { Capacity } from "../../src/shared/runner-protocol.ts";
 
 /** Rewrite period while nothing changes, ms. */
 const REFRESH_MS = 5_000;

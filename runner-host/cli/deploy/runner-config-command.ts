@@ -4,8 +4,8 @@
  * `data_dir`, region), for the runner-hosts' machines, which then hold no tenant token and no
  * provider key. Exit codes: 0 ok, 1 invalid file, 2 bad usage.
  */
-import { regionName } from "../../src/shared/config-schema.ts";
-import { runnerConfigFromHost } from "../../src/shared/runner-config-schema.ts";
+import { regionName } from "../../../src/shared/config-schema.ts";
+import { runnerConfigFromHost } from "../../../src/shared/runner-config-schema.ts";
 import { readConfigFile } from "../config-file.ts";
 import { parseFlags } from "./flags.ts";
 

@@ -10,13 +10,13 @@
  */
 import { mkdirSync, rmSync } from "node:fs";
 import path from "node:path";
-import type { RunnerConfig } from "../src/shared/runner-config-schema.ts";
+import type { RunnerConfig } from "../../src/shared/runner-config-schema.ts";
 import { resolveDataDir } from "./config-file.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
-import { log } from "./log.ts";
-import { RunnerHost } from "./runner-host.ts";
+import { log } from "../log.ts";
+import { RunnerHost } from "../runner-host.ts";
 import { persistedRunnerId } from "./runner-id.ts";
-import { insecureSecretTarget } from "./socket.ts";
+import { insecureSecretTarget } from "../socket.ts";
 import { readStatus, startStatusFile } from "./status-file.ts";
 
 /** Hard deadline for the drain after a signal, ms: the spec's "about 20 seconds", with margin. */

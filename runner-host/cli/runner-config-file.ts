@@ -4,9 +4,9 @@
  * the variables a runner-host reads are checked: the runner secret and the tools' bearer tokens.
  * `SVC_RUNNER_REGION` in the environment overrides the file's `region` (one file, many VMs).
  */
-import { MIN_SECRET_BYTES } from "../src/shared/config-env.ts";
-import { parseConfigText, parseHostConfig, regionName } from "../src/shared/config-schema.ts";
-import { parseRunnerConfig, runnerConfigFromHost, type RunnerConfig, type RunnerConfigResult } from "../src/shared/runner-config-schema.ts";
+import { MIN_SECRET_BYTES } from "../../src/shared/config-env.ts";
+import { parseConfigText, parseHostConfig, regionName } from "../../src/shared/config-schema.ts";
+import { parseRunnerConfig, runnerConfigFromHost, type RunnerConfig, type RunnerConfigResult } from "../../src/shared/runner-config-schema.ts";
 import { readTextFile } from "./config-file.ts";
 
 /** Environment variable that overrides the configured region. */

@@ -4,7 +4,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { ID_PATTERN, newId } from "../src/shared/ids.ts";
+import { ID_PATTERN, newId } from "../../src/shared/ids.ts";
 
 export function persistedRunnerId(dataDir: string): string {
   const file = path.join(dataDir, "runner-id");

@@ -1,12 +1,12 @@
 /**
  * The `svc` command (spec "Operational behaviour": `-config <path>`, `-check`), and its deployment
- * subcommands (`deploy`, `secrets`, `runner-config`: runner-host/deploy/). Go-style flags:
+ * subcommands (`deploy`, `secrets`, `runner-config`: runner-host/cli/deploy/). Go-style flags:
  * one or two dashes, `-name value` or `-name=value`. Exit codes: 0 ok, 1 invalid configuration
  * or a failed start, 2 bad usage. The modules that start things are imported only when used, so
  * `-check` loads none of them and starts nothing.
  */
 import { loadConfigFile, loadEnvFileBeside } from "./config-file.ts";
-import { log } from "./log.ts";
+import { log } from "../log.ts";
 import { loadRunnerConfigFile } from "./runner-config-file.ts";
 
 export const USAGE = `usage: svc [runner] -config <path> [-check]
@@ -121,7 +121,7 @@ async function runRunner(configArg: string, check: boolean, status: boolean): Pr
     process.stdout.write(`config ok: ${loaded.path}\n`);
     return 0;
   }
-  const runnerMain = () => import("./runner-main.ts");
+  const runnerMain = () => import("./runner-command.ts");
   if (status) return (await runnerMain()).printRunnerStatus(loaded.config);
   return start(async () => (await runnerMain()).runRunnerHost({ config: loaded.config, configPath: loaded.path }));
 }

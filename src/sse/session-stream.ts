@@ -16,11 +16,9 @@ import type { Event } from "../shared/api-schema.ts";
 import { concatBytes } from "../shared/bytes.ts";
 import { ServiceError, type ErrorBody } from "../shared/errors.ts";
 import type { EndableStream } from "../streams/open-streams.ts";
-import { encodeEvent, KEEPALIVE } from "./sse.ts";
-
-/** Spec "SSE keepalive and write deadline": 15 s each. */
-export const KEEPALIVE_MS = 15_000;
-export const WRITE_DEADLINE_MS = 15_000;
+import { encodeEvent, KEEPALIVE } from "./frame.ts";
+import { KEEPALIVE_MS, SSE_HEADERS, WRITE_DEADLINE_MS } from "./stream-rules.ts";
+import { acceptObjectSocket, type ObjectStub } from "./object-socket.ts";
 /** Replay batches buffered ahead of the client: two keeps the log read and the client busy at once. */
 const REPLAY_AHEAD = 2;
 /** Per-event overhead the budget adds to the data length, bytes (spec). */
@@ -32,18 +30,6 @@ export type Budget = { events: number; bytes: number };
  * once, with the handle a shutdown ends the stream by (src/streams/open-streams.ts).
  */
 export type StreamHooks = { tick?: () => void; end?: () => void; track?: (stream: EndableStream) => void };
-
-/** What the relay needs of the object's socket (Workers' WebSocket fits; tests pass a fake). */
-export type SocketLike = {
-  accept(): void;
-  send(m: string): void;
-  close(code?: number, reason?: string): void;
-  addEventListener(type: "message", fn: (e: { data: string | ArrayBuffer }) => void): void;
-  addEventListener(type: "close" | "error", fn: () => void): void;
-};
-export type SubscribeStub = {
-  fetch(input: string, init?: RequestInit): Promise<{ status: number; webSocket?: SocketLike | null; json(): Promise<unknown> }>;
-};
 
 /**
  * A frame waiting for the client. Live `assistant.delta` frames keep their event unencoded while
@@ -74,7 +60,7 @@ function escapedLength(text: string): number {
 }
 
 export async function openSessionStream(
-  stub: SubscribeStub,
+  stub: ObjectStub,
   cursor: string,
   budget: Budget,
   signal: AbortSignal,
@@ -82,12 +68,7 @@ export async function openSessionStream(
   hooks: StreamHooks = {},
 ): Promise<Response> {
   const call = inspectCall ? `&call=${inspectCall}` : "";
-  const res = await stub.fetch(`https://session/subscribe?after=${encodeURIComponent(cursor)}${call}`, {
-    headers: { Upgrade: "websocket" },
-  });
-  if (res.status !== 101 || !res.webSocket) throw ServiceError.from((await res.json()) as ErrorBody);
-  const ws = res.webSocket;
-  ws.accept();
+  const ws = await acceptObjectSocket(stub, `https://session/subscribe?after=${encodeURIComponent(cursor)}${call}`);
 
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
   const writer = writable.getWriter();
@@ -273,7 +254,5 @@ export async function openSessionStream(
     },
     { highWaterMark: 0 },
   );
-  return new Response(body, {
-    headers: { "Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no" },
-  });
+  return new Response(body, { headers: SSE_HEADERS });
 }

@@ -7,8 +7,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { open } from "node:fs/promises";
 import path, { resolve } from "node:path";
 import { parseEnv } from "node:util";
-import { checkEnvironment } from "../src/shared/config-env.ts";
-import { MAX_CONFIG_BYTES, parseHostConfigText, type HostConfig } from "../src/shared/config-schema.ts";
+import { checkEnvironment } from "../../src/shared/config-env.ts";
+import { MAX_CONFIG_BYTES, parseHostConfigText, type HostConfig } from "../../src/shared/config-schema.ts";
 
 /** Problems do not repeat the file's path: the caller names the file once (the CLI prefixes it). */
 export type LoadResult = { ok: true; config: HostConfig; path: string } | { ok: false; problems: string[] };

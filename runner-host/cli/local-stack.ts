@@ -6,16 +6,16 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
-import { parseListen, type HostConfig } from "../src/shared/config-schema.ts";
-import { referencedVariables } from "../src/shared/config-vars.ts";
-import { DEFAULT_RUNNER_SECRET_VAR, END_STREAMS_PATH, STREAM_END_MS } from "../src/runtime-constants.ts";
-import { configuredRegions } from "../src/runner/pool-name.ts";
+import { parseListen, type HostConfig } from "../../src/shared/config-schema.ts";
+import { referencedVariables } from "../../src/shared/config-vars.ts";
+import { DEFAULT_RUNNER_SECRET_VAR, END_STREAMS_PATH, STREAM_END_MS } from "../../src/runtime-constants.ts";
+import { configuredRegions } from "../../src/runner/pool-name.ts";
 import { reloadEnvFileBeside, resolveDataDir } from "./config-file.ts";
-import { log, relayLine, type LogFields } from "./log.ts";
+import { log, relayLine, type LogFields } from "../log.ts";
 import { persistenceFsHandler } from "./persistence-fs.ts";
-import { RunnerHost } from "./runner-host.ts";
+import { RunnerHost } from "../runner-host.ts";
 import { persistedRunnerId } from "./runner-id.ts";
-import { harnessRoot } from "./runner-main.ts";
+import { harnessRoot } from "./runner-command.ts";
 import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS, bundleWorker } from "./worker-bundle.ts";
 
 /** The OTLP settings the Worker and its objects read too: they export their own svc.* metrics. */

@@ -15,13 +15,13 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
-import type { BundledConfig } from "../../src/bundled-config.ts";
-import type { HostConfig } from "../../src/shared/config-schema.ts";
+import type { BundledConfig } from "../../../src/bundled-config.ts";
+import type { HostConfig } from "../../../src/shared/config-schema.ts";
 import { loadEnvFileBeside, readConfigFile } from "../config-file.ts";
 import { parseFlags } from "./flags.ts";
 import { planSecrets, secretValues, variablesBudget } from "./worker-secrets.ts";
 
-export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+export const ROOT = fileURLToPath(new URL("../../..", import.meta.url));
 export const WRANGLER_TOML = path.join(ROOT, "wrangler.toml");
 
 /**

@@ -7,21 +7,14 @@
  * the socket: the object then ends the calls this connection had in flight as unknown outcomes.
  * Keepalives follow the event streams' 15 s rule.
  */
-import { ServiceError, type ErrorBody } from "../shared/errors.ts";
-import { KEEPALIVE } from "./sse.ts";
-import { KEEPALIVE_MS, WRITE_DEADLINE_MS, type SocketLike } from "./sse-relay.ts";
-
-export type CommandStub = {
-  fetch(input: string, init?: RequestInit): Promise<{ status: number; webSocket?: SocketLike | null; json(): Promise<unknown> }>;
-};
+import { KEEPALIVE } from "./frame.ts";
+import { KEEPALIVE_MS, SSE_HEADERS, WRITE_DEADLINE_MS } from "./stream-rules.ts";
+import { acceptObjectSocket, type ObjectStub } from "./object-socket.ts";
 
 const encoder = new TextEncoder();
 
-export async function openCommandStream(stub: CommandStub, headers: Record<string, string>, signal: AbortSignal): Promise<Response> {
-  const res = await stub.fetch("https://executor/commands", { headers: { ...headers, Upgrade: "websocket" } });
-  if (res.status !== 101 || !res.webSocket) throw ServiceError.from((await res.json()) as ErrorBody);
-  const ws = res.webSocket;
-  ws.accept();
+export async function openCommandStream(stub: ObjectStub, headers: Record<string, string>, signal: AbortSignal): Promise<Response> {
+  const ws = await acceptObjectSocket(stub, "https://executor/commands", headers);
 
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
   const writer = writable.getWriter();
@@ -70,7 +63,5 @@ export async function openCommandStream(stub: CommandStub, headers: Record<strin
     if (pending.length === 0 && now - lastWrite >= KEEPALIVE_MS) write(KEEPALIVE);
   }, 1_000);
 
-  return new Response(readable, {
-    headers: { "Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no" },
-  });
+  return new Response(readable, { headers: SSE_HEADERS });
 }

@@ -1,0 +1,12 @@
+/**
+ * What every SSE stream the Worker serves shares besides its frames (spec "SSE keepalive and write
+ * deadline"): event streams and executor command streams alike.
+ */
+
+/** A keepalive comment frame after 15 s without a write, ms. */
+export const KEEPALIVE_MS = 15_000;
+/** A frame the client has not taken 15 s after its write began ends the stream, ms. */
+export const WRITE_DEADLINE_MS = 15_000;
+
+/** Never cached, and never buffered by a proxy on the way (frames must reach the client as written). */
+export const SSE_HEADERS = { "Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no" } as const;
