@@ -12,7 +12,7 @@
  * stack is about to stop its runtime): new streams are refused from then on.
  */
 
-/** What the registry needs of one relayed stream (src/http/sse-relay.ts). */
+/** What the registry needs of one relayed stream (src/sse/session-stream.ts). */
 export type EndableStream = {
   /** Asks for a graceful end: what the object already sent still reaches the client. */
   end(): void;
