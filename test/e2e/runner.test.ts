@@ -181,5 +181,8 @@ describe("runner-host lost and shutdown", () => {
       ["session.error", "conflict", m],
       ["session.status", "interrupted", undefined],
     ]);
+    // The stream was ended by the service after those frames, not cut by the runtime stopping.
+    const ended = stack.stderr().split("\n").filter((l) => l.includes('"msg":"event streams ended"')).map((l) => JSON.parse(l));
+    expect(ended).toMatchObject([{ ended: 1, cut: 0 }]);
   });
 });
