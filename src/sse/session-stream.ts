@@ -14,7 +14,6 @@
 import { END, MORE, type SubscribeDown } from "../shared/subscribe-protocol.ts";
 import type { Event } from "../shared/api-schema.ts";
 import { concatBytes } from "../shared/bytes.ts";
-import { ServiceError, type ErrorBody } from "../shared/errors.ts";
 import type { EndableStream } from "../streams/open-streams.ts";
 import { encodeEvent, KEEPALIVE } from "./frame.ts";
 import { KEEPALIVE_MS, SSE_HEADERS, WRITE_DEADLINE_MS } from "./stream-rules.ts";

@@ -9,7 +9,7 @@ import { ApiError, SvcClient, type SessionEvent } from "../../client/index.ts";
 import { checkedFetch } from "../helpers/api.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, secret, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("client-manage"), OPENAI_KEY: "sk-client-test" };
 let provider: ScriptedProvider;
@@ -23,8 +23,8 @@ afterAll(async () => {
 
 const config = (limits: Record<string, number> = {}) => ({
   tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
-  harnesses: { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } },
-  providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+  harnesses: REFERENCE_HARNESSES,
+  providers: scriptedProviders(provider.url),
   limits,
 });
 const newSession = (svc: SvcClient) => svc.createSession({ harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } });

@@ -14,7 +14,7 @@ import { call } from "../helpers/api.ts";
 import { registerExecutor, sseExecutor, type CallCommand } from "../helpers/executors.ts";
 import { startEverything, type Everything } from "../helpers/mcp-everything.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, secret, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 /** Distinct plaintexts, each findable by a scan of everything the service wrote. */
 const PLAIN = {
@@ -65,8 +65,8 @@ beforeAll(async () => {
   stack = await startStack({
     config: {
       tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
-      harnesses: { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } },
-      providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+      harnesses: REFERENCE_HARNESSES,
+      providers: scriptedProviders(provider.url),
       credential_keys: { active: "k1", keys: { k1: "CRED_KEY" } },
       tools: [
         { name: "search", description: "web search", input_schema: { type: "object" }, url: toolUrl, tenants: ["t"], token_env: "TOOL_TOKEN" },

@@ -13,7 +13,7 @@ import { call, expectApiError } from "../helpers/api.ts";
 import { registerExecutor, rpcExecutor, sseExecutor, type CallCommand, type Executor } from "../helpers/executors.ts";
 import { launchChromium } from "../helpers/chromium.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, secret, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 const env = {
   MANAGE: secret("ex-manage"),
@@ -43,8 +43,8 @@ beforeAll(async () => {
         { token_env: "READER", tenant: "t", read_only: true, manage: true },
         { token_env: "OTHER", tenant: "other", manage: true },
       ],
-      harnesses: { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } },
-      providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+      harnesses: REFERENCE_HARNESSES,
+      providers: scriptedProviders(provider.url),
     },
     env,
   });

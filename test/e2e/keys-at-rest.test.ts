@@ -10,7 +10,7 @@ import { startScriptedProvider, type ScriptedProvider } from "../../examples/scr
 import { newId } from "../../src/shared/ids.ts";
 import { call } from "../helpers/api.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, secret, startStack } from "../helpers/stack.ts";
+import { ROOT, secret, startStack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 const KEY = `sk-at-rest-${newId()}`;
 const env = { MANAGE: secret("keys-manage"), OPENAI_KEY: KEY };
@@ -32,8 +32,8 @@ it("after turns, and messages resent after a dropped link, no file under data_di
   const stack = await startStack({
     config: {
       tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
-      harnesses: { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } },
-      providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+      harnesses: REFERENCE_HARNESSES,
+      providers: scriptedProviders(provider.url),
     },
     env,
   });

@@ -13,7 +13,7 @@ import { startScriptedProvider, type ScriptedProvider } from "../../examples/scr
 import { call } from "../helpers/api.ts";
 import { startRunner, type RunnerProcess } from "../helpers/runner-process.ts";
 import { openSse } from "../helpers/sse.ts";
-import { secret, startStack, type Stack } from "../helpers/stack.ts";
+import { secret, startStack, type Stack, scriptedProviders } from "../helpers/stack.ts";
 import { runSvc } from "../helpers/svc-command.ts";
 import { MAX_REFUSALS } from "../../runner-host/cli/runner-command.ts";
 
@@ -40,7 +40,7 @@ beforeAll(async () => {
     config: {
       tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
       harnesses: { pi: { command: ["node", "unused-by-the-worker.js"] } },
-      providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+      providers: scriptedProviders(provider.url),
       runners: { token_env: "RUNNER_SECRET", regions: { eu: { location_hint: "weur" }, us: { location_hint: "enam" } } },
     },
     env,

@@ -12,7 +12,7 @@ import { startScriptedProvider, type ScriptedProvider } from "../../examples/scr
 import { call } from "../helpers/api.ts";
 import { spawnLogged } from "../helpers/process.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, secret, startStack, type Stack, scriptedProviders } from "../helpers/stack.ts";
 
 const dockerfile = readFileSync(path.join(ROOT, "Dockerfile"), "utf8");
 /** The JSON (exec) form of a Dockerfile instruction. */
@@ -31,7 +31,7 @@ beforeAll(async () => {
     config: {
       tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
       harnesses: { pi: { command: ["node", "runner-host/reference-harness/main.ts"] } },
-      providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+      providers: scriptedProviders(provider.url),
       runners: { token_env: "SVC_RUNNER_SECRET" },
     },
     env,

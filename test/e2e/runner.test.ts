@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, sessionProcessPids, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, secret, sessionProcessPids, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("runner-manage"), OPENAI_KEY: "sk-rotation-old" };
 let provider: ScriptedProvider;
@@ -22,8 +22,8 @@ afterAll(async () => {
 
 const config = (limits: Record<string, number> = {}) => ({
   tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
-  harnesses: { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } },
-  providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+  harnesses: REFERENCE_HARNESSES,
+  providers: scriptedProviders(provider.url),
   limits,
 });
 

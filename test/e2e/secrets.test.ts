@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call, type Reply } from "../helpers/api.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 const planted = (label: string) => `${label}-${randomBytes(12).toString("hex")}`;
 const SECRETS = {
@@ -62,8 +62,8 @@ beforeAll(async () => {
         { token_env: "READ", tenant: "t", read_only: true },
         { token_env: "SCOPED", tenant: "t", session: "f".repeat(32) },
       ],
-      harnesses: { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } },
-      providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+      harnesses: REFERENCE_HARNESSES,
+      providers: scriptedProviders(provider.url),
       tools: [hostTool("weather", "/ok"), hostTool("weather2", "/ok"), hostTool("broken", "/fail")],
       credential_keys: { active: "k1", keys: { k1: "CRED_KEY" } },
       runners: { token_env: "RUNNER_SECRET" },

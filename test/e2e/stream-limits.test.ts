@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, secret, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 const env = { A: secret("limits-a"), B: secret("limits-b"), OPENAI_KEY: "sk-limits" };
 let provider: ScriptedProvider;
@@ -22,8 +22,8 @@ beforeAll(async () => {
         { token_env: "A", tenant: "a", manage: true },
         { token_env: "B", tenant: "b", manage: true },
       ],
-      harnesses: { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } },
-      providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+      harnesses: REFERENCE_HARNESSES,
+      providers: scriptedProviders(provider.url),
       limits: { subscriber_events: 64, subscriber_bytes: 8 * 1024 * 1024, subscribers: 8 },
     },
     env,

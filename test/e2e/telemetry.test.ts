@@ -16,7 +16,7 @@ import { METRICS, type MetricName } from "../../src/shared/metric-catalog.ts";
 import { call, checkedFetch } from "../helpers/api.ts";
 import { S3_KEY, startS3, type S3Peer } from "../helpers/s3.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, secret, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 type Attrs = Record<string, unknown>;
 type Point = { attributes: Attrs; asInt?: number | string; asDouble?: number; count?: number | string };
@@ -66,8 +66,8 @@ beforeAll(async () => {
   stack = await startStack({
     config: {
       tokens: [{ token_env: "MANAGE", tenant: TENANT, manage: true }],
-      harnesses: { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } },
-      providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+      harnesses: REFERENCE_HARNESSES,
+      providers: scriptedProviders(provider.url),
       tools: [
         {
           name: "weather",

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, sessionProcessPids, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, secret, sessionProcessPids, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 const env = { TENANT_A: secret("tenant-a"), TENANT_B: secret("tenant-b"), OPENAI_KEY: "sk-isolation-key" };
 let provider: ScriptedProvider;
@@ -20,8 +20,8 @@ beforeAll(async () => {
         { token_env: "TENANT_A", tenant: "a", manage: true },
         { token_env: "TENANT_B", tenant: "b", manage: true },
       ],
-      harnesses: { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } },
-      providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+      harnesses: REFERENCE_HARNESSES,
+      providers: scriptedProviders(provider.url),
     },
     env,
   });

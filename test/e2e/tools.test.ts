@@ -10,7 +10,7 @@ import { startScriptedProvider, type ScriptedProvider } from "../../examples/scr
 import { call } from "../helpers/api.ts";
 import { freePort, startEverything, type Everything } from "../helpers/mcp-everything.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, sessionProcessPids, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, secret, sessionProcessPids, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("tools-manage"), OTHER: secret("tools-other"), OPENAI_KEY: "sk-tools", TOOL_TOKEN: "tool-bearer-123" };
 const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -100,8 +100,8 @@ beforeAll(async () => {
         { token_env: "MANAGE", tenant: "t", manage: true },
         { token_env: "OTHER", tenant: "other", manage: true },
       ],
-      harnesses: { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } },
-      providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+      harnesses: REFERENCE_HARNESSES,
+      providers: scriptedProviders(provider.url),
       tools,
     },
     env,

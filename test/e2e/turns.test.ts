@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call, expectApiError } from "../helpers/api.ts";
 import { openSse, type Frame, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack } from "../helpers/stack.ts";
+import { ROOT, secret, startStack, type Stack, scriptedProviders } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("turn-manage"), OPENAI_KEY: "sk-turns-key-1", HOST_SECRET_THING: "must-not-leak" };
 let provider: ScriptedProvider;
@@ -22,7 +22,7 @@ beforeAll(async () => {
         pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] },
         env: { command: ["node", `${ROOT}test/fixtures/env-harness.mjs`] },
       },
-      providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
+      providers: scriptedProviders(provider.url),
     },
     env,
   });

@@ -129,3 +129,11 @@ export function sessionProcessPids(stderr: string): number[] {
     .map((l) => JSON.parse(l).pid as number)
     .filter((pid) => pid > 0); // a spare taken while still starting: its "started" line follows
 }
+
+/** `harnesses` of a stack that runs the real reference harness as `pi`. */
+export const REFERENCE_HARNESSES = { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } };
+
+/** `providers` of a stack whose `openai/*` models are served by the scripted provider at `url`. */
+export function scriptedProviders(url: string, keyEnv = "OPENAI_KEY") {
+  return { openai: { api_key_env: keyEnv, base_url: url, api: "openai-completions" } };
+}
