@@ -27,6 +27,7 @@ import { getModels, getProviders } from "@mariozechner/pi-ai";
 import { CommandError, OVERRIDABLE_APIS } from "./model.ts";
 import { OutputBatch } from "./out-batch.ts";
 import { Session, type RuntimeOptions } from "./session.ts";
+import { wantsWarmUp, warmUp } from "./warm-up.ts";
 
 const ENGINE = `pi-agent-core@${packageVersion("@mariozechner/pi-agent-core")}`;
 const CATALOG = `pi-ai@${packageVersion("@mariozechner/pi-ai")}`;
@@ -104,7 +105,9 @@ function execute(cmd: Command): ResultOf<CommandOp> {
         timeoutMs: cmd.options?.timeout_ms,
         toolExecution: cmd.options?.tool_execution ?? "parallel",
       };
-      prewarm(providers);
+      const apis = transports(providers);
+      prewarm(apis);
+      if (wantsWarmUp(apis)) void warmUp(options);
       return { engine: ENGINE, catalog: CATALOG };
     }
     case "set_keys": {
@@ -190,18 +193,23 @@ const PROVIDER_MODULES: Record<string, string> = {
   "mistral-conversations": "@mariozechner/pi-ai/mistral",
 };
 
+/** The transports the init table can reach: explicit `api` overrides, else the catalog's. */
+function transports(table: Record<string, ProviderConfig>): Set<string> {
+  const apis = new Set<string>();
+  for (const [prefix, p] of Object.entries(table)) {
+    if (p.api) apis.add(p.api);
+    else if (getProviders().includes(prefix as never)) for (const m of getModels(prefix as never)) apis.add(m.api);
+  }
+  return apis;
+}
+
 /**
  * After `init`, loads the provider clients of the transports this process can call (and only
  * those), in the background: pi-ai loads them lazily on a session's first call, which put ~0.2 s
  * of module loading into the first turn of a new session, even in a warm spare process. The
  * same module URLs, so pi-ai's own lazy import finds them loaded.
  */
-function prewarm(table: Record<string, ProviderConfig>): void {
-  const apis = new Set<string>();
-  for (const [prefix, p] of Object.entries(table)) {
-    if (p.api) apis.add(p.api);
-    else if (getProviders().includes(prefix as never)) for (const m of getModels(prefix as never)) apis.add(m.api);
-  }
+function prewarm(apis: Set<string>): void {
   for (const api of apis) {
     const specifier = PROVIDER_MODULES[api];
     if (specifier) import(specifier).catch(() => {}); // a failure surfaces on the session's own call
