@@ -25,8 +25,8 @@ RUN apt-get update \
   && rm -rf /var/lib/apt/lists/*
 
 # The working directory is the repository root: harness commands in the runner configuration
-# resolve from here (`node --max-semi-space-size=1 --liftoff-only runner-host/reference-harness/dist/main.mjs`
-# is the reference harness, built in the stage above).
+# resolve from here. The reference harness, built in the stage above, is
+#   node --max-semi-space-size=1 --liftoff-only --no-opt runner-host/reference-harness/dist/main.mjs
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY cli cli
