@@ -38,11 +38,12 @@ export const REFERENCE_HARNESS_COMMAND: readonly string[] = ["node", "--max-semi
  * Bundled: what every harness process loads at start (pi-agent-core, pi-ai with its model catalog,
  * typebox, zod) and the clients of the transports a provider may use (`OVERRIDABLE_APIS`): as
  * hundreds of separate ES modules they cost several times their bundled size in memory, and
- * bundling drops what is never imported (zod's locales, most of typebox). pi-ai's provider modules
- * become lazily loaded chunks, so a process still loads only the clients its `init` can reach.
- * Nothing outside the bundle imports these packages in the harness process, so no module exists
- * twice. Left external: Node built-ins, and the AWS SDK and the other optional dependencies that
- * only untested transports load (they resolve from node_modules as before).
+ * bundling drops what is never imported (most of typebox). pi-ai's provider modules become lazily
+ * loaded chunks, so a process still loads only the clients its `init` can reach. Nothing outside
+ * the bundle imports these packages in the harness process, so no module exists twice. Left
+ * external, resolved from node_modules as before: Node built-ins and every other package (the AWS
+ * SDK of the Bedrock transport; what the bundled SDKs load only for some calls, such as
+ * google-auth-library).
  */
 const BUNDLED = /^(@mariozechner\/pi-(ai|agent-core)|typebox|zod|partial-json|openai|@anthropic-ai\/sdk|@google\/genai|@mistralai\/mistralai)(\/|$)/;
 
