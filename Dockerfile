@@ -4,6 +4,19 @@
 # Run one container per data volume, with a stop grace of at least 30 s (docs/deploy.md):
 #   docker run -d --stop-timeout 30 -v svc-runner-1:/data -v /etc/svc:/etc/svc:ro \
 #     -e SVC_RUNNER_SECRET <registry>/svc-runner:<release>
+
+# Build stage: the reference harness as JavaScript (scripts/build-harness.ts). It needs esbuild's
+# native binary, an optional dependency, which the runtime stage leaves out.
+FROM node:24-bookworm-slim AS harness
+WORKDIR /app
+COPY package.json package-lock.json ./
+COPY cli cli
+RUN npm ci --omit=dev --ignore-scripts
+COPY scripts/build-harness.ts scripts/build-harness.ts
+COPY src src
+COPY runner-host runner-host
+RUN node scripts/build-harness.ts
+
 FROM node:24-bookworm-slim
 
 # tini is PID 1: it forwards SIGTERM to node and reaps the harness processes node leaves behind.
@@ -12,7 +25,8 @@ RUN apt-get update \
   && rm -rf /var/lib/apt/lists/*
 
 # The working directory is the repository root: harness commands in the runner configuration
-# resolve from here (`node runner-host/reference-harness/main.ts` is the reference harness).
+# resolve from here. The reference harness, built in the stage above, is
+#   node --max-semi-space-size=1 --liftoff-only --no-opt runner-host/reference-harness/dist/main.mjs
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY cli cli
@@ -21,6 +35,7 @@ COPY cli cli
 RUN npm ci --omit=dev --omit=optional --ignore-scripts && npm cache clean --force
 COPY src src
 COPY runner-host runner-host
+COPY --from=harness /app/runner-host/reference-harness/dist runner-host/reference-harness/dist
 
 # data_dir lives on a volume (runner id, lock, status file, harness directories): one per replica.
 RUN mkdir -p /data && chown node:node /data

@@ -1,9 +1,13 @@
 /**
  * Memory of one reference harness process (RSS from /proc) with 0, 1 and 16 open sessions, each
  * session after one turn on the scripted provider (so the provider client is loaded), driven by
- * the runner-host's own HarnessProcess client. Also the time from spawn to `ready`.
+ * the runner-host's own HarnessProcess client. Also the time from spawn to `ready`, and the
+ * process at 16 sessions ÷ 16 (what each session of a full process costs at `max_shared` 16).
+ * Then CPU per turn: 30 rounds of one turn in each of the 16 sessions at once, CPU of the
+ * harness process from /proc (10 ms ticks; 480 turns make that ±0.02 ms per turn).
  *
- *   npm run bench:harness-rss [-- --sessions 16 | -- --short]
+ *   npm run bench:harness-rss [-- --sessions 16 --rounds 30 | -- --short]
+ *   BENCH_HARNESS_COMMAND='["node","runner-host/reference-harness/main.ts"]' npm run bench:harness-rss   (a variant)
  */
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,9 +15,9 @@ import path from "node:path";
 import { HarnessProcess } from "../runner-host/harness/harness-process.ts";
 import type { SessionEvent } from "../runner-host/harness/protocol.ts";
 import { benchArgs } from "./args.ts";
-import { harnessCommand, machine, runBench, sleep, startProvider } from "./lib.ts";
+import { cpuOf, harnessCommand, machine, runBench, sleep, startProvider } from "./lib.ts";
 
-const { sessions: N } = benchArgs({ sessions: 16 }, { sessions: 2 });
+const { sessions: N, rounds: ROUNDS } = benchArgs({ sessions: 16, rounds: 30 }, { sessions: 2, rounds: 2 });
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024;
 /** Median of three readings 200 ms apart (RSS moves with GC). */
@@ -26,6 +30,15 @@ async function rss(pid: number): Promise<number> {
 await runBench(2 * 60_000, async () => {
   const provider = await startProvider();
   const hp = await HarnessProcess.start({ command: harnessCommand, rootDir: mkdtempSync(path.join(tmpdir(), "svc-rss-")), label: "pi", log: () => {} });
+  /** One `[[deltas 50]]` turn (the concurrency bench's turn) in `session`, to its `turn.end`. */
+  async function turn(session: string, id: string): Promise<void> {
+    const ended = new Promise<void>((resolve) => {
+      const off = hp.onEvent(session, (e: SessionEvent) => void (e.type === "turn.end" && e.turn === id && (off(), resolve())));
+    });
+    const run = await hp.request({ op: "run", session, turn: id, text: "[[deltas 50]]" });
+    if (!run.ok) throw new Error(run.error.message);
+    await ended;
+  }
   try {
     const init = await hp.request({ op: "init", protocol: 1, providers: { openai: { key: "sk-bench", base_url: provider.url, api: "openai-completions" } } });
     if (!init.ok) throw new Error(init.error.message);
@@ -35,11 +48,7 @@ await runBench(2 * 60_000, async () => {
       const session = `s${i}`;
       const open = await hp.request({ op: "open", session, model: "openai/gpt-4o-mini", tools: [] });
       if (!open.ok) throw new Error(open.error.message);
-      const ended = new Promise<void>((resolve) => {
-        const off = hp.onEvent(session, (e: SessionEvent) => void (e.type === "turn.end" && (off(), resolve())));
-      });
-      await hp.request({ op: "run", session, turn: `t${i}`, text: "[[deltas 50]]" });
-      await ended;
+      await turn(session, `t${i}`);
       if (i === 0) rows.push(["1 session (after one turn)", await rss(hp.pid)]);
     }
     rows.push([`${N} sessions (after one turn each)`, await rss(hp.pid)]);
@@ -47,6 +56,14 @@ await runBench(2 * 60_000, async () => {
     console.log("| sessions open | RSS, MiB | per session over the 1-session figure, MiB |");
     console.log("| --- | --- | --- |");
     for (const [label, v] of rows) console.log(`| ${label} | ${v.toFixed(1)} | ${label.startsWith(String(N)) ? ((v - rows[1]![1]) / (N - 1)).toFixed(2) : "—"} |`);
+    // The capacity figure: one process holds up to max_shared sessions, so its whole size is spread over them.
+    console.log(`\nthe process at ${N} sessions ÷ ${N}: ${(rows.at(-1)![1] / N).toFixed(2)} MiB per session`);
+
+    // CPU: rounds of one turn in every session at once, as a full process sees them under load.
+    const cpu0 = cpuOf(hp.pid);
+    for (let r = 0; r < ROUNDS; r++) await Promise.all(Array.from({ length: N }, (_, i) => turn(`s${i}`, `r${r}-${i}`)));
+    const turns = ROUNDS * N;
+    console.log(`harness CPU per turn over ${turns} turns (${N} at a time): ${(((cpuOf(hp.pid) - cpu0) * 1000) / turns).toFixed(2)} ms; RSS after: ${(await rss(hp.pid)).toFixed(1)} MiB`);
   } finally {
     hp.endInput();
     await Promise.race([hp.exited, sleep(3000)]);

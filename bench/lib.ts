@@ -10,7 +10,8 @@
  */
 import http from "node:http";
 import { spawn, type ChildProcess } from "node:child_process";
-import { ROOT, secret, startStack, type Stack } from "../test/helpers/stack.ts";
+import { buildHarness } from "../scripts/build-harness.ts";
+import { REFERENCE_HARNESSES, ROOT, secret, startStack, type Stack } from "../test/helpers/stack.ts";
 
 export * from "./proc.ts";
 
@@ -195,7 +196,14 @@ export async function startProvider(): Promise<{ url: string; pid: number }> {
 export const TOKEN = secret("bench");
 export const auth = { authorization: `Bearer ${TOKEN}` };
 const defaultAuth = auth;
-export const harnessCommand = ["node", `${ROOT}runner-host/reference-harness/main.ts`];
+await buildHarness(); // the benchmarks measure the current sources, never an older build
+/**
+ * The reference harness command. BENCH_HARNESS_COMMAND (a JSON array) replaces it, to measure a
+ * variant: Node/V8 flags, or the `.ts` sources run directly.
+ */
+export const harnessCommand: string[] = process.env.BENCH_HARNESS_COMMAND
+  ? JSON.parse(process.env.BENCH_HARNESS_COMMAND)
+  : REFERENCE_HARNESSES.pi.command;
 
 /** The real local stack (`svc -config`) pointed at the scripted provider; stopped at the end. */
 export async function startBenchStack(

@@ -2,7 +2,7 @@
  * What the benchmarks observe of the stack besides HTTP: its process tree, RSS and CPU per
  * process role (from /proc), and anomalies in its log.
  * Roles: the svc process (Miniflare's host and the in-process runner-host), its harness children
- * (`reference-harness/main.ts`), workerd (the Worker and its Durable Objects). The esbuild service
+ * (`reference-harness/`, source or built), workerd (the Worker and its Durable Objects). The esbuild service
  * the Worker bundler leaves running is in the tree but in no role (constant, not per session).
  */
 import { readFileSync } from "node:fs";
@@ -31,7 +31,7 @@ export function memOf(pid: number): { pid: number; rssMiB: number; cmd: string }
 /** The stack's tree split the way the figures need it: svc (Worker host + runner-host), harnesses, workerd. */
 export function stackMemory(stack: Stack) {
   const procs = processTree(stack.child.pid!).map(memOf).filter((p) => Number.isFinite(p.rssMiB));
-  const harness = procs.filter((p) => p.cmd.includes("reference-harness/main.ts"));
+  const harness = procs.filter((p) => p.cmd.includes("reference-harness/"));
   const workerd = procs.filter((p) => /workerd/.test(p.cmd));
   const svc = procs.find((p) => p.pid === stack.child.pid)!;
   const sum = (xs: { rssMiB: number }[]) => xs.reduce((a, p) => a + p.rssMiB, 0);
@@ -52,7 +52,7 @@ export function cpuOf(pid: number): number {
 function cpuSnapshot(stack: Stack, providerPid: number): Map<number | string, { role: string; cpu: number }> {
   const out = new Map<number | string, { role: string; cpu: number }>([["provider", { role: "provider", cpu: cpuOf(providerPid) }]]);
   for (const p of processTree(stack.child.pid!).map(memOf)) {
-    const role = p.pid === stack.child.pid ? "svc" : p.cmd.includes("reference-harness/main.ts") ? "harness" : /workerd/.test(p.cmd) ? "workerd" : "";
+    const role = p.pid === stack.child.pid ? "svc" : p.cmd.includes("reference-harness/") ? "harness" : /workerd/.test(p.cmd) ? "workerd" : "";
     const cpu = cpuOf(p.pid);
     if (role && Number.isFinite(cpu)) out.set(p.pid, { role, cpu });
   }

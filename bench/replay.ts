@@ -7,7 +7,7 @@
  */
 import { EventSourceParserStream } from "eventsource-parser/stream";
 import { SvcClient } from "../client/index.ts";
-import { secret, startStack } from "../test/helpers/stack.ts";
+import { REFERENCE_HARNESS_COMMAND, secret, startStack } from "../test/helpers/stack.ts";
 import { benchArgs } from "./args.ts";
 
 const sizes = benchArgs({ events: 10_000, text: 200 }, { events: 300, text: 200 });
@@ -18,7 +18,7 @@ const env = { TOKEN: secret("bench"), KEY: "sk-bench" };
 const stack = await startStack({
   config: {
     tokens: [{ token_env: "TOKEN", tenant: "bench", manage: true }],
-    harnesses: { pi: { command: ["node", "runner-host/reference-harness/main.ts"] } },
+    harnesses: { pi: { command: REFERENCE_HARNESS_COMMAND } },
     providers: { openai: { api_key_env: "KEY" } },
     limits: { queue: 1024 },
   },

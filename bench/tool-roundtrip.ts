@@ -14,7 +14,7 @@ import { SvcClient } from "../client/index.ts";
 import { startScriptedProvider } from "../examples/scripted-provider.ts";
 import { registerExecutor, rpcExecutor, sseExecutor, type CallCommand, type Executor } from "../test/helpers/executors.ts";
 import { openSse } from "../test/helpers/sse.ts";
-import { ROOT, secret, startStack } from "../test/helpers/stack.ts";
+import { REFERENCE_HARNESSES, secret, startStack } from "../test/helpers/stack.ts";
 import { benchArgs } from "./args.ts";
 
 const { samples: N } = benchArgs({ samples: 50 }, { samples: 3 });
@@ -37,7 +37,7 @@ const env = { TOKEN: secret("bench-tools"), KEY: "sk-bench" };
 const stack = await startStack({
   config: {
     tokens: [{ token_env: "TOKEN", tenant: "b", manage: true }],
-    harnesses: { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } },
+    harnesses: REFERENCE_HARNESSES,
     providers: { openai: { api_key_env: "KEY", base_url: provider.url, api: "openai-completions" } },
     tools: [{ name: "t", description: "bench tool", input_schema: { type: "object" }, url: toolUrl, tenants: ["b"] }],
   },

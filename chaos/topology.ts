@@ -13,6 +13,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { buildHarness, REFERENCE_HARNESS_COMMAND } from "../scripts/build-harness.ts";
 import { startPeers, type Peers } from "./peers.ts";
 import { ROOT, spawnSvc, type SvcProcess } from "./process.ts";
 
@@ -46,6 +47,7 @@ export type Topology = {
 export type TopologyOptions = { limits?: Record<string, number>; verbose?: boolean; keepDir?: boolean };
 
 export async function startTopology(o: TopologyOptions = {}): Promise<Topology> {
+  await buildHarness(); // the run exercises the current harness sources, never an older build
   const dir = mkdtempSync(path.join(tmpdir(), "svc-chaos-"));
   const peers = await startPeers();
   const port = await freePort();
@@ -64,7 +66,7 @@ export async function startTopology(o: TopologyOptions = {}): Promise<Topology> 
       { token_env: "CHAOS_TOKEN_A", tenant: TENANT_A, manage: true },
       { token_env: "CHAOS_TOKEN_B", tenant: TENANT_B, manage: true },
     ],
-    harnesses: { pi: { command: ["node", path.join(ROOT, "runner-host/reference-harness/main.ts")] } },
+    harnesses: { pi: { command: REFERENCE_HARNESS_COMMAND.map((a) => (a.endsWith(".mjs") ? path.join(ROOT, a) : a)) } },
     providers: { openai: { api_key_env: "CHAOS_PROVIDER_KEY", base_url: peers.providerUrl, api: "openai-completions" } },
     tools: [{ name: "echo", description: "echoes its arguments after arguments.ms", input_schema: { type: "object" }, url: peers.toolUrl, tenants: [TENANT_A, TENANT_B] }],
     limits: o.limits ?? {},

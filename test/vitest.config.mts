@@ -15,6 +15,7 @@ export default defineConfig({
         test: {
           name: "unit",
           root,
+          globalSetup: ["test/build-harness.setup.ts"],
           include: ["test/unit/**/*.test.ts"],
           environment: "node",
           testTimeout: 20_000,
@@ -62,6 +63,7 @@ export default defineConfig({
         test: {
           name: "fuzz",
           root,
+          globalSetup: ["test/build-harness.setup.ts"],
           include: ["test/fuzz/**/*.test.ts"],
           environment: "node",
           testTimeout: 60_000,
@@ -72,6 +74,7 @@ export default defineConfig({
         test: {
           name: "e2e",
           root,
+          globalSetup: ["test/build-harness.setup.ts"],
           // test/chaos: the short chaos run (the full one is `npm run chaos`).
           include: ["test/e2e/**/*.test.ts", "test/chaos/**/*.test.ts"],
           setupFiles: ["test/e2e/setup.ts"],

@@ -1,8 +1,8 @@
 /**
  * Stdout guard: stdout carries `svc-harness/1` lines only (docs/harness-protocol.md). Anything else a
  * library writes to stdout (console.log, a stray process.stdout.write) is diverted to stderr,
- * which the runner-host re-logs. Imported first by main.ts so it is in place before any library
- * module runs.
+ * which the runner-host re-logs. main.ts imports it before it loads anything else (./serve.ts and
+ * every library), so it is in place before any library module runs.
  */
 const stdout = process.stdout;
 const protocolWrite = stdout.write.bind(stdout) as (chunk: string, cb?: (err?: Error | null) => void) => boolean;

@@ -7,12 +7,12 @@
 import { expect, it } from "vitest";
 import { call } from "../helpers/api.ts";
 import { openSse } from "../helpers/sse.ts";
-import { secret, startStack } from "../helpers/stack.ts";
+import { REFERENCE_HARNESS_COMMAND, secret, startStack } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("crash-manage"), KEY: "sk-x" };
 const config = {
   tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
-  harnesses: { pi: { command: ["node", "runner-host/reference-harness/main.ts"] } },
+  harnesses: { pi: { command: REFERENCE_HARNESS_COMMAND } },
   providers: { openai: { api_key_env: "KEY" } },
   limits: { queue: 1024 },
 };

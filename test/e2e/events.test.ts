@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, expectApiError } from "../helpers/api.ts";
 import { openSse, type Frame } from "../helpers/sse.ts";
-import { secret, startStack, type Stack } from "../helpers/stack.ts";
+import { REFERENCE_HARNESS_COMMAND, secret, startStack, type Stack } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("ev-manage"), READ: secret("ev-read"), WRITE: secret("ev-write"), KEY: "sk-x" };
 const MiB = 1024 * 1024;
@@ -17,7 +17,7 @@ function config(limits: Record<string, number>) {
       { token_env: "READ", tenant: "t1", read_only: true },
       { token_env: "WRITE", tenant: "t1" },
     ],
-    harnesses: { pi: { command: ["node", "runner-host/reference-harness/main.ts"] } },
+    harnesses: { pi: { command: REFERENCE_HARNESS_COMMAND } },
     providers: { openai: { api_key_env: "KEY" } },
     limits,
   };

@@ -5,7 +5,7 @@
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, expectApiError, expectStandardHeaders } from "../helpers/api.ts";
-import { secret, startStack, type Stack } from "../helpers/stack.ts";
+import { REFERENCE_HARNESS_COMMAND, secret, startStack, type Stack } from "../helpers/stack.ts";
 
 const env = {
   ACME_MANAGE: secret("acme-manage"),
@@ -40,7 +40,7 @@ function config(extraTokens: object[] = []) {
       { token_env: "GLOBEX_MANAGE", tenant: "globex", manage: true },
       ...extraTokens,
     ],
-    harnesses: { pi: { command: ["node", "runner-host/reference-harness/main.ts"] } },
+    harnesses: { pi: { command: REFERENCE_HARNESS_COMMAND } },
     providers: { openai: { api_key_env: "OPENAI_KEY" } },
     tools,
     limits: { input_bytes: 1024 },

@@ -12,7 +12,7 @@ import { startScriptedProvider, type ScriptedProvider } from "../../examples/scr
 import { call } from "../helpers/api.ts";
 import { spawnLogged } from "../helpers/process.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack, scriptedProviders } from "../helpers/stack.ts";
+import { REFERENCE_HARNESS_COMMAND, ROOT, secret, startStack, type Stack, scriptedProviders } from "../helpers/stack.ts";
 
 const dockerfile = readFileSync(path.join(ROOT, "Dockerfile"), "utf8");
 /** The JSON (exec) form of a Dockerfile instruction. */
@@ -30,7 +30,7 @@ beforeAll(async () => {
   stack = await startStack({
     config: {
       tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
-      harnesses: { pi: { command: ["node", "runner-host/reference-harness/main.ts"] } },
+      harnesses: { pi: { command: REFERENCE_HARNESS_COMMAND } },
       providers: scriptedProviders(provider.url),
       runners: { token_env: "SVC_RUNNER_SECRET" },
     },
@@ -55,6 +55,13 @@ describe("the runner-host image", () => {
     expect(stopGrace).toBeGreaterThanOrEqual(30);
   });
 
+  it("builds the reference harness in a build stage and ships only the built files", () => {
+    expect(dockerfile).toMatch(/^FROM node:24-bookworm-slim AS harness$/m);
+    expect(dockerfile).toMatch(/^RUN node scripts\/build-harness\.ts$/m);
+    expect(dockerfile).toMatch(/^COPY --from=harness \/app\/runner-host\/reference-harness\/dist runner-host\/reference-harness\/dist$/m);
+    expect(readFileSync(path.join(ROOT, ".dockerignore"), "utf8").split("\n")).toContain("runner-host/reference-harness/dist");
+  });
+
   it("its entrypoint command connects, and on SIGTERM mid-turn drains and exits 0 within the grace period", async () => {
     const configPath = path.join(stack.dir, "runner.json");
     writeFileSync(
@@ -63,7 +70,7 @@ describe("the runner-host image", () => {
         public_url: stack.url,
         data_dir: path.join(stack.dir, "image-data"),
         runners: { token_env: "SVC_RUNNER_SECRET" },
-        harnesses: { pi: { command: ["node", "runner-host/reference-harness/main.ts"] } },
+        harnesses: { pi: { command: REFERENCE_HARNESS_COMMAND } },
       }),
     );
     const [program, ...args] = instruction("CMD").map((a) => (a === IMAGE_CONFIG ? configPath : a));

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call, expectApiError } from "../helpers/api.ts";
 import { openSse, type Frame, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack, scriptedProviders } from "../helpers/stack.ts";
+import { REFERENCE_HARNESSES, ROOT, secret, startStack, type Stack, scriptedProviders } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("turn-manage"), OPENAI_KEY: "sk-turns-key-1", HOST_SECRET_THING: "must-not-leak" };
 let provider: ScriptedProvider;
@@ -19,7 +19,7 @@ beforeAll(async () => {
     config: {
       tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
       harnesses: {
-        pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] },
+        pi: REFERENCE_HARNESSES.pi,
         env: { command: ["node", `${ROOT}test/fixtures/env-harness.mjs`] },
       },
       providers: scriptedProviders(provider.url),

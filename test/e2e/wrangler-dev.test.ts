@@ -15,7 +15,7 @@ import { call } from "../helpers/api.ts";
 import { spawnLogged, type Logged } from "../helpers/process.ts";
 import { startRunner, type RunnerProcess } from "../helpers/runner-process.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, secret } from "../helpers/stack.ts";
+import { REFERENCE_HARNESS_COMMAND, ROOT, secret } from "../helpers/stack.ts";
 import { manyTools, runSvc } from "../helpers/svc-command.ts";
 
 const secrets = { MANAGE: secret("wd-manage"), OPENAI_KEY: "sk-wrangler-dev", RUNNER_SECRET: secret("wd-runner") };
@@ -32,7 +32,7 @@ beforeAll(async () => {
   const config = {
     public_url: "https://agents.example.com",
     tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
-    harnesses: { pi: { command: ["node", "runner-host/reference-harness/main.ts"] } },
+    harnesses: { pi: { command: REFERENCE_HARNESS_COMMAND } },
     providers: {
       openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" },
       spare: { api_key_env: "SPARE_KEY" },

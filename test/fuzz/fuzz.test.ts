@@ -9,7 +9,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call } from "../helpers/api.ts";
-import { secret, startStack, type Stack } from "../helpers/stack.ts";
+import { REFERENCE_HARNESS_COMMAND, secret, startStack, type Stack } from "../helpers/stack.ts";
 import { sendRaw, type RawResponse } from "./raw-http.ts";
 import { requestArb, type RawRequest } from "./requests.ts";
 
@@ -52,7 +52,7 @@ beforeAll(async () => {
         { token_env: "PLAIN", tenant: "t1" },
         { token_env: "OTHER", tenant: "t2", manage: true },
       ],
-      harnesses: { pi: { command: ["node", "runner-host/reference-harness/main.ts"] } },
+      harnesses: { pi: { command: REFERENCE_HARNESS_COMMAND } },
       // Turns the fuzz starts fail fast: nothing listens on the discard port.
       providers: { openai: { api_key_env: "OPENAI_KEY", base_url: "http://127.0.0.1:9/v1", api: "openai-completions" } },
       tools: [{ name: "echo", description: "echo", input_schema: { type: "object" }, url: "http://127.0.0.1:9/echo", tenants: ["t1"] }],

@@ -8,14 +8,14 @@ import { expect } from "vitest";
 import type { ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "./api.ts";
 import { openSse, type SseStream } from "./sse.ts";
-import { ROOT, secret } from "./stack.ts";
+import { REFERENCE_HARNESSES, secret } from "./stack.ts";
 
 export const TOKEN = secret("persist-manage");
 
 export function stackConfig(provider: ScriptedProvider, persistence: Record<string, unknown> | null) {
   return {
     tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
-    harnesses: { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } },
+    harnesses: REFERENCE_HARNESSES,
     providers: { openai: { api_key_env: "OPENAI_KEY", base_url: provider.url, api: "openai-completions" } },
     persistence,
   };

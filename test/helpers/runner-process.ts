@@ -4,12 +4,12 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { spawnLogged, type Logged } from "./process.ts";
-import { ROOT } from "./stack.ts";
+import { REFERENCE_HARNESSES, ROOT } from "./stack.ts";
 
 export type RunnerProcess = Logged & { dir: string; configPath: string };
 
 /** The reference harness, by absolute path (runner-hosts may run anywhere). */
-export const REFERENCE_HARNESS = { pi: { command: ["node", path.join(ROOT, "runner-host/reference-harness/main.ts")] } };
+export const REFERENCE_HARNESS = REFERENCE_HARNESSES;
 
 export async function startRunner(o: { dir: string; config: Record<string, unknown>; env: Record<string, string>; connected?: boolean }): Promise<RunnerProcess> {
   mkdirSync(o.dir, { recursive: true });

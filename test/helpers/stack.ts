@@ -8,6 +8,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { REFERENCE_HARNESS_COMMAND as BUILT_HARNESS_COMMAND } from "../../scripts/build-harness.ts";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -130,8 +131,12 @@ export function sessionProcessPids(stderr: string): number[] {
     .filter((pid) => pid > 0); // a spare taken while still starting: its "started" line follows
 }
 
-/** `harnesses` of a stack that runs the real reference harness as `pi`. */
-export const REFERENCE_HARNESSES = { pi: { command: ["node", `${ROOT}runner-host/reference-harness/main.ts`] } };
+/**
+ * The reference harness command (relative: the repository root is every test's working directory)
+ * and `harnesses` of a stack that runs it as `pi` (absolute). The tests' global setup builds it.
+ */
+export const REFERENCE_HARNESS_COMMAND = [...BUILT_HARNESS_COMMAND];
+export const REFERENCE_HARNESSES = { pi: { command: REFERENCE_HARNESS_COMMAND.map((a) => (a.endsWith(".mjs") ? `${ROOT}${a}` : a)) } };
 
 /** `providers` of a stack whose `openai/*` models are served by the scripted provider at `url`. */
 export function scriptedProviders(url: string, keyEnv = "OPENAI_KEY") {

@@ -10,7 +10,7 @@ import path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { MAX_CONFIG_BYTES } from "../../src/shared/config-schema.ts";
 import { manyTools, runSvc } from "../helpers/svc-command.ts";
-import { secret } from "../helpers/stack.ts";
+import { REFERENCE_HARNESS_COMMAND, secret } from "../helpers/stack.ts";
 
 const env = {
   TOKEN_A: secret("tenant-a"),
@@ -26,7 +26,7 @@ function hostConfig(over: Record<string, unknown> = {}) {
       { token_env: "TOKEN_A", tenant: "a", manage: true },
       { token_env: "TOKEN_B", tenant: "b", manage: true },
     ],
-    harnesses: { pi: { command: ["node", "runner-host/reference-harness/main.ts"] } },
+    harnesses: { pi: { command: REFERENCE_HARNESS_COMMAND } },
     providers: { openai: { api_key_env: "PROVIDER_KEY" } },
     runners: { token_env: "RUNNER_SECRET", regions: { eu: { location_hint: "weur" }, us: { location_hint: "enam" } } },
     ...over,

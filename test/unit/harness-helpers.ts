@@ -8,9 +8,10 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { HarnessProcess, type HarnessProcessOptions } from "../../runner-host/harness/harness-process.ts";
 import type { CommandInput, SessionEvent, ToolSpec } from "../../runner-host/harness/protocol.ts";
+import { REFERENCE_HARNESS_COMMAND } from "../../scripts/build-harness.ts";
 
 export const REPO = fileURLToPath(new URL("../..", import.meta.url));
-export const REFERENCE_HARNESS = ["node", "runner-host/reference-harness/main.ts"];
+export const REFERENCE_HARNESS = [...REFERENCE_HARNESS_COMMAND];
 /** Deadline for one awaited event, ms: generous for a loaded CI machine, short enough to fail fast. */
 export const EVENT_TIMEOUT_MS = 10_000;
 

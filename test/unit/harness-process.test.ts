@@ -139,7 +139,7 @@ describe("HarnessProcess", () => {
 
 describe("reference harness stdin handling", () => {
   it("answers a bad stdin line with fatal and exits 2", async () => {
-    const child = spawn(process.execPath, [join(REPO, REFERENCE_HARNESS[1]!)], { stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env.PATH } });
+    const child = spawn(process.execPath, REFERENCE_HARNESS.slice(1), { cwd: REPO, stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env.PATH } });
     const out: JsonObject[] = [];
     attachJsonlReader(child.stdout, { onMessage: (v) => out.push(v), onError: () => {} });
     const exited = new Promise<[number | null, string | null]>((r) => child.on("close", (code, sig) => r([code, sig])));
@@ -150,7 +150,7 @@ describe("reference harness stdin handling", () => {
   });
 
   it("answers a command with an unknown field with fatal and exits 2", async () => {
-    const child = spawn(process.execPath, [join(REPO, REFERENCE_HARNESS[1]!)], { stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env.PATH } });
+    const child = spawn(process.execPath, REFERENCE_HARNESS.slice(1), { cwd: REPO, stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env.PATH } });
     const out: JsonObject[] = [];
     attachJsonlReader(child.stdout, { onMessage: (v) => out.push(v), onError: () => {} });
     const exited = new Promise<number | null>((r) => child.on("close", (code) => r(code)));

@@ -1,0 +1,155 @@
+/**
+ * Builds the reference harness to plain JavaScript: `runner-host/reference-harness/dist/main.mjs`
+ * and its chunks. The harness process then loads no `.ts` and far fewer modules (the measured
+ * reasons are in bench/RESULTS.md "Reference harness memory, round 2"; the choices in
+ * docs/design-notes.md "The reference harness is shipped built").
+ *
+ *   node scripts/build-harness.ts [--check]
+ *
+ * When it runs: on `npm ci`/`npm install` (`prepare`), before `npm start`, in the global setup of
+ * the tests, at the start of every benchmark, and in the Dockerfile's build stage. Every run
+ * bundles from the sources (under a second) and rewrites a file only when its bytes differ, so an
+ * edited source is never run as an older build by any of them. `--check` writes nothing and exits
+ * 1 when dist/ differs from what the sources build to.
+ *
+ * Layout / lifecycle of dist/: main.mjs (the entry) plus chunks/*.mjs named by content hash. New
+ * chunks are written first and main.mjs last, each by an atomic rename, so a harness starting
+ * meanwhile loads either the old build or the new one; files the new build no longer has are
+ * then removed.
+ */
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { build, type BuildOptions, type Plugin } from "esbuild";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const SRC = path.join(ROOT, "runner-host/reference-harness");
+export const HARNESS_DIST = path.join(SRC, "dist");
+
+/**
+ * The reference harness command as examples/local.json gives it, relative to the repository root:
+ * the built entry, under Node flags that keep the process small (docs/configuration.md "The
+ * reference harness command"; measured in bench/RESULTS.md).
+ */
+export const REFERENCE_HARNESS_COMMAND: readonly string[] = ["node", "--max-semi-space-size=1", "--liftoff-only", "--no-opt", "runner-host/reference-harness/dist/main.mjs"];
+
+/**
+ * Packages bundled into the harness; every other package stays an import from node_modules.
+ * Bundled: what every harness process loads at start (pi-agent-core, pi-ai with its model catalog,
+ * typebox, zod) and the clients of the transports a provider may use (`OVERRIDABLE_APIS`): as
+ * hundreds of separate ES modules they cost several times their bundled size in memory, and
+ * bundling drops what is never imported (most of typebox). pi-ai's provider modules become lazily
+ * loaded chunks, so a process still loads only the clients its `init` can reach. Nothing outside
+ * the bundle imports these packages in the harness process, so no module exists twice. Left
+ * external, resolved from node_modules as before: Node built-ins and every other package (the AWS
+ * SDK of the Bedrock transport; what the bundled SDKs load only for some calls, such as
+ * google-auth-library).
+ */
+const BUNDLED = /^(@mariozechner\/pi-(ai|agent-core)|typebox|zod|partial-json|openai|@anthropic-ai\/sdk|@google\/genai|@mistralai\/mistralai)(\/|$)/;
+
+/**
+ * pi-ai loads its Bedrock client through `importNodeOnlyProvider("./amazon-bedrock.js")`, an
+ * import with a computed specifier the bundler cannot follow; from a chunk in dist/ that relative
+ * path would name nothing. Made a plain `import()`, it becomes a lazy chunk like the others. The
+ * build fails if the line is gone (a pi-ai upgrade must be looked at, not silently mis-built).
+ */
+const BEDROCK_CALL = 'importNodeOnlyProvider("./amazon-bedrock.js")';
+const packages: Plugin = {
+  name: "harness-packages",
+  setup(b) {
+    b.onResolve({ filter: /^[^./]/ }, (a) => (BUNDLED.test(a.path) ? undefined : { path: a.path, external: true }));
+    b.onLoad({ filter: /@mariozechner\/pi-ai\/dist\/providers\/register-builtins\.js$/ }, (a) => {
+      const text = readFileSync(a.path, "utf8");
+      if (!text.includes(BEDROCK_CALL)) throw new Error(`${a.path}: ${BEDROCK_CALL} not found; review scripts/build-harness.ts`);
+      return { contents: text.replace(BEDROCK_CALL, 'import("./amazon-bedrock.js")'), loader: "js" };
+    });
+  },
+};
+
+export const BUILD_OPTIONS: BuildOptions = {
+  entryPoints: { main: path.join(SRC, "main.ts") },
+  outdir: HARNESS_DIST,
+  outExtension: { ".js": ".mjs" },
+  chunkNames: "chunks/[name]-[hash]",
+  bundle: true,
+  splitting: true, // lazy provider chunks; modules they share with the entry are loaded once
+  format: "esm",
+  platform: "node",
+  target: "node24",
+  // Smaller source text held by V8 for the life of the process; names kept so error and class
+  // names read as in the sources.
+  minify: true,
+  keepNames: true,
+  legalComments: "none",
+  plugins: [packages],
+  write: false,
+  logLevel: "error",
+};
+
+/** Bundles the harness in memory: path relative to dist/ → text. */
+export async function bundleHarness(): Promise<Map<string, string>> {
+  const result = await build(BUILD_OPTIONS);
+  return new Map(result.outputFiles!.map((f) => [path.relative(HARNESS_DIST, f.path), f.text]));
+}
+
+const read = (file: string): string | undefined => {
+  try {
+    return readFileSync(file, "utf8");
+  } catch {
+    return undefined;
+  }
+};
+
+function listDist(dir = HARNESS_DIST, prefix = ""): string[] {
+  let entries: import("node:fs").Dirent[] = [];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {}
+  return entries.flatMap((e) => (e.isDirectory() ? listDist(path.join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`]));
+}
+
+/** Files of dist/ that differ from a fresh build, or that it would remove. */
+export async function staleFiles(): Promise<string[]> {
+  const built = await bundleHarness();
+  const differ = [...built].filter(([name, text]) => read(path.join(HARNESS_DIST, name)) !== text).map(([n]) => n);
+  return [...differ, ...listDist().filter((n) => !built.has(n))];
+}
+
+/** Builds dist/ from the sources; returns the files written or removed. */
+export async function buildHarness(): Promise<string[]> {
+  const built = await bundleHarness();
+  const changed: string[] = [];
+  const order = [...built.keys()].sort((a, b) => Number(a === "main.mjs") - Number(b === "main.mjs"));
+  for (const name of order) {
+    const file = path.join(HARNESS_DIST, name);
+    const text = built.get(name)!;
+    if (read(file) === text) continue;
+    mkdirSync(path.dirname(file), { recursive: true });
+    const tmp = `${file}.${process.pid}.tmp`;
+    writeFileSync(tmp, text);
+    renameSync(tmp, file);
+    changed.push(name);
+  }
+  for (const name of listDist()) {
+    // Another build's temporary file is left to its own rename.
+    if (built.has(name) || name.endsWith(".tmp")) continue;
+    rmSync(path.join(HARNESS_DIST, name), { force: true });
+    changed.push(`-${name}`);
+  }
+  return changed;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const where = path.relative(ROOT, HARNESS_DIST);
+  if (process.argv.includes("--check")) {
+    const stale = await staleFiles();
+    if (stale.length) {
+      process.stderr.write(`${where} is stale (${stale.join(", ")}); run: node scripts/build-harness.ts\n`);
+      process.exit(1);
+    }
+    process.stderr.write(`${where} is up to date\n`);
+  } else {
+    const changed = await buildHarness();
+    process.stderr.write(`${where}: ${changed.length ? `${changed.length} file(s) written or removed` : "up to date"}\n`);
+  }
+}
