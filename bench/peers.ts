@@ -1,0 +1,167 @@
+/**
+ * This service beside its peers, in one run, with one client and one scripted provider:
+ *
+ *   direct     the provider read straight by the client: the physical limit
+ *   service    this service on the real local stack (`svc -config`, reference harness)
+ *   LangGraph  the LangGraph JS in-memory dev server, one-node graph, streaming ChatOpenAI
+ *              (peers/langgraph.ts)
+ *   agents     Cloudflare's `AIChatAgent` Durable Object in Miniflare, AI SDK `streamText` through
+ *              an OpenAI-compatible provider (peers/agents.ts)
+ *
+ * Every path's model is the same scripted provider process; every path is read by this process
+ * (lib.ts's HTTP/SSE client; the agents path over its WebSocket chat protocol, the only way its
+ * client talks to it). Each path's turn is measured from just before its request to:
+ *   first output  its first non-empty text (direct: content delta; service: assistant.delta frame;
+ *                 LangGraph: `messages` event; agents: `text-delta` chunk)
+ *   end           its own end signal (direct: response closed after [DONE]; service: the turn's idle
+ *                 frame on a stream opened beforehand; LangGraph: response closed — after the dev
+ *                 server's ~500 ms close tail; agents: the reply's `done` frame)
+ * Every turn's joined text is checked against the provider's script, so a path that streamed
+ * nothing (or something else) fails the bench instead of looking fast.
+ *
+ * Phases (each path's sessions / threads / agents created beforehand, creation not timed):
+ *   1. first output, warm: `[[deltas 20]]` on one session per path that already had turns;
+ *      samples interleaved with the order rotating, so a noisy second hits every path alike
+ *   2. one long turn: `[[deltas N size=4]]` (N = 20,000), --reps rounds, order rotating; a
+ *      session per path that had one short turn
+ *   3. concurrency: --sessions closed loops of `[[deltas 50]]` turns per path (a session each,
+ *      one turn each first), completed turns/s in a --window after --warmup; paths one after
+ *      another
+ *
+ *   npm run bench [-- --warm 40 --n 20000 --reps 3 --sessions 50 --window 15 --warmup 3 | -- --short]
+ */
+import { readFileSync } from "node:fs";
+import { anomalies, closedLoop, direct, harnessCommand, machine, ms, now, runBench, scriptedText, startBenchStack, startProvider, stats, type Turn } from "./lib.ts";
+import { benchArgs } from "./args.ts";
+import { openSession } from "./service-turns.ts";
+import { startLangGraph, LANGGRAPH_WORKERS } from "./peers/langgraph.ts";
+import { startAgents } from "./peers/agents.ts";
+
+const sizes = benchArgs({ warm: 40, n: 20_000, reps: 3, sessions: 50, window: 15, warmup: 3 }, { warm: 3, n: 2_000, reps: 1, sessions: 4, window: 2, warmup: 1 });
+const SHORT_TURN = 20;
+const LOAD_TURN = 50;
+const directive = (n: number) => `[[deltas ${n} size=4]]`;
+/** Unmeasured turns per path before the first-output samples (JIT, connections, processes up). */
+const WARMUP_TURNS = sizes.short ? 2 : 5;
+/** Service settings of the load phase (as bench/concurrency.ts): 64 session slots for ≤ 52 sessions. */
+const HARNESS = { command: harnessCommand, max_shared: 16, max_hosts: 4 };
+const LIMITS = { active: 64 };
+
+const PATHS = ["direct", "service", "langgraph", "agents"] as const;
+type PathName = (typeof PATHS)[number];
+type TurnFn = (text: string) => Promise<Turn>;
+
+/** A turn whose text is not the provider's script for `n` deltas is a failed measurement. */
+async function checked(name: PathName, turn: TurnFn, n: number): Promise<Turn> {
+  const r = await turn(directive(n));
+  const want = scriptedText(n);
+  if (r.text !== want) throw new Error(`${name}: text differs from the provider's script (${r.text.length} of ${want.length} chars)`);
+  if (!Number.isFinite(r.firstMs) || !Number.isFinite(r.endMs)) throw new Error(`${name}: no first output or no end`);
+  return r;
+}
+
+const version = (pkg: string) => (JSON.parse(readFileSync(new URL(`../node_modules/${pkg}/package.json`, import.meta.url), "utf8")) as { version: string }).version;
+
+await runBench((sizes.short ? 2 : 12) * 60_000, async () => {
+  const provider = await startProvider();
+  const stack = await startBenchStack(provider.url, { pi: HARNESS }, LIMITS);
+  const lg = await startLangGraph(provider.url);
+  const ag = await startAgents(provider.url);
+
+  let names = 0;
+  const closers: (() => unknown)[] = [];
+  /** A fresh session of each path: its turn function. */
+  const open: Record<PathName, () => Promise<TurnFn>> = {
+    direct: async () => async (text) => {
+      let first = NaN;
+      let last = NaN;
+      const t0 = now();
+      const r = await direct(provider.url, text, (t) => ((first = Number.isNaN(first) ? t : first), (last = t)));
+      return { firstMs: first - t0, lastMs: last - t0, endMs: r.tEnd - t0, text: r.text };
+    },
+    service: async () => {
+      const s = await openSession(stack.url, "pi");
+      closers.push(s.close);
+      return s.turn;
+    },
+    langgraph: async () => {
+      const thread = await lg.thread();
+      return (text) => lg.turn(thread, text);
+    },
+    agents: async () => {
+      const chat = await ag.chat(`bench-${++names}`);
+      closers.push(chat.close);
+      return chat.turn;
+    },
+  };
+  const openAll = async () => Object.fromEntries(await Promise.all(PATHS.map(async (p) => [p, await open[p]()] as const))) as Record<PathName, TurnFn>;
+
+  // 1. First output, warm.
+  const warm = await openAll();
+  for (const p of PATHS) for (let i = 0; i < WARMUP_TURNS; i++) await checked(p, warm[p], SHORT_TURN);
+  const first = Object.fromEntries(PATHS.map((p) => [p, [] as number[]])) as Record<PathName, number[]>;
+  for (let i = 0; i < sizes.warm; i++) {
+    for (let k = 0; k < PATHS.length; k++) {
+      const p = PATHS[(i + k) % PATHS.length]!;
+      first[p].push((await checked(p, warm[p], SHORT_TURN)).firstMs);
+    }
+  }
+
+  // 2. One long turn.
+  const long = await openAll();
+  for (const p of PATHS) await checked(p, long[p], SHORT_TURN);
+  const longRuns = Object.fromEntries(PATHS.map((p) => [p, [] as Turn[]])) as Record<PathName, Turn[]>;
+  for (let i = 0; i < sizes.reps; i++) {
+    for (let k = 0; k < PATHS.length; k++) {
+      const p = PATHS[(i + k) % PATHS.length]!;
+      longRuns[p].push(await checked(p, long[p], sizes.n));
+    }
+  }
+  for (const c of closers.splice(0)) c();
+
+  // 3. Concurrent sessions, one path at a time.
+  const mark = stack.mark();
+  const load = {} as Record<PathName, Awaited<ReturnType<typeof closedLoop>>>;
+  for (const p of PATHS) {
+    const turns = await Promise.all(Array.from({ length: sizes.sessions }, () => open[p]()));
+    await Promise.all(turns.map((t) => checked(p, t, LOAD_TURN)));
+    load[p] = await closedLoop(sizes.sessions, sizes.warmup * 1000, sizes.window * 1000, (w) => checked(p, turns[w]!, LOAD_TURN));
+    for (const c of closers.splice(0)) c();
+  }
+  const odd = anomalies(stack, mark);
+
+  // The table: each peer beside direct, and the service beside each peer.
+  const firstStats = Object.fromEntries(PATHS.map((p) => [p, stats(first[p])])) as Record<PathName, ReturnType<typeof stats>>;
+  const med = (p: PathName, f: (t: Turn) => number) => stats(longRuns[p].map(f)).p50;
+  /** A ratio to two significant digits (0.0031, 0.45, 2.3, 41). */
+  const x = (v: number) => (v >= 10 ? v.toFixed(0) : v.toPrecision(2));
+  /** A time row: lower is better. */
+  const timeRow = (label: string, v: Record<PathName, number>) => {
+    const cell = (p: PathName) => (p === "direct" ? ms(v[p]) : `${ms(v[p])} (${x(v[p] / v.direct)}× direct)`);
+    const vs = (peer: PathName) => (v[peer] >= v.service ? `${x(v[peer] / v.service)}× faster` : `${x(v.service / v[peer])}× slower`);
+    return `| ${label} | ${PATHS.map(cell).join(" | ")} | ${vs("langgraph")} | ${vs("agents")} |`;
+  };
+  /** A rate row: higher is better. */
+  const rateRow = (label: string, v: Record<PathName, number>) => {
+    const cell = (p: PathName) => (p === "direct" ? v[p].toFixed(1) : `${v[p].toFixed(1)} (${x(v[p] / v.direct)}× direct)`);
+    const vs = (peer: PathName) => (v.service >= v[peer] ? `${x(v.service / v[peer])}× more` : `${x(v[peer] / v.service)}× fewer`);
+    return `| ${label} | ${PATHS.map(cell).join(" | ")} | ${vs("langgraph")} | ${vs("agents")} |`;
+  };
+  const per = <T>(f: (p: PathName) => T) => Object.fromEntries(PATHS.map((p) => [p, f(p)])) as Record<PathName, T>;
+
+  console.log(`\nthis service beside its peers, one run (${machine()}; scripted provider in its own process; one client)`);
+  console.log(`peers: LangGraph JS dev server (@langchain/langgraph-api ${version("@langchain/langgraph-api")}, @langchain/langgraph ${version("@langchain/langgraph")}, ${LANGGRAPH_WORKERS} run workers); agents ${version("agents")} + @cloudflare/ai-chat ${version("@cloudflare/ai-chat")} AIChatAgent, ai ${version("ai")}, in Miniflare ${version("miniflare")}\n`);
+  console.log("| measure | direct | this service | LangGraph | agents (AIChatAgent) | service vs LangGraph | service vs agents |");
+  console.log("| --- | --- | --- | --- | --- | --- | --- |");
+  console.log(timeRow(`first output p50, ms (warm, [[deltas ${SHORT_TURN}]], ${sizes.warm} each)`, per((p) => firstStats[p].p50)));
+  console.log(timeRow("first output p99, ms", per((p) => firstStats[p].p99)));
+  console.log(timeRow(`one long turn, ${sizes.n} deltas: request → end, ms (median of ${sizes.reps})`, per((p) => med(p, (t) => t.endMs))));
+  console.log(rateRow(`${sizes.sessions} concurrent sessions, [[deltas ${LOAD_TURN}]]: completed turns/s`, per((p) => load[p].perS)));
+
+  console.log(`\none long turn, request → last text, ms: ${PATHS.map((p) => `${p} ${ms(med(p, (t) => t.lastMs))}`).join(", ")} (LangGraph's end adds its stream's close tail to this)`);
+  console.log(`one long turn, deltas/s (${sizes.n} ÷ request → end): ${PATHS.map((p) => `${p} ${Math.round(sizes.n / (med(p, (t) => t.endMs) / 1000))}`).join(", ")}`);
+  console.log(`${sizes.sessions} concurrent sessions, per-turn latency p50 / p99, ms: ${PATHS.map((p) => `${p} ${ms(load[p].lat.p50)} / ${ms(load[p].lat.p99)}`).join(", ")}`);
+  console.log(`errors under load: ${PATHS.map((p) => `${p} ${load[p].errors.length}`).join(", ")}${PATHS.some((p) => load[p].errors.length) ? `; first: ${PATHS.flatMap((p) => load[p].errors.slice(0, 1).map((e) => `${p}: ${e}`)).join(" | ")}` : ""}`);
+  console.log(`service anomalies in the stack's log during the load phases: ${odd.watchdogKills} interrupt-watchdog kills, ${odd.harnessLost} harness processes ended unasked`);
+  console.log(`checked: every measured turn's joined text equals the provider's script (${sizes.n} deltas = ${sizes.n * 4} chars for the long turn)`);
+});
