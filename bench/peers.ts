@@ -31,7 +31,7 @@
  *   npm run bench [-- --warm 40 --n 20000 --reps 3 --sessions 50 --window 15 --warmup 3 | -- --short]
  */
 import { readFileSync } from "node:fs";
-import { anomalies, closedLoop, direct, harnessCommand, machine, ms, now, runBench, scriptedText, startBenchStack, startProvider, stats, type Turn } from "./lib.ts";
+import { anomalies, closedLoop, cpuOf, direct, harnessCommand, machine, memOf, ms, now, processTree, runBench, scriptedText, startBenchStack, startProvider, stats, type Turn } from "./lib.ts";
 import { benchArgs } from "./args.ts";
 import { openSession } from "./service-turns.ts";
 import { startLangGraph, LANGGRAPH_WORKERS } from "./peers/langgraph.ts";
@@ -111,10 +111,24 @@ await runBench((sizes.short ? 2 : 12) * 60_000, async () => {
   const long = await openAll();
   for (const p of PATHS) await checked(p, long[p], SHORT_TURN);
   const longRuns = Object.fromEntries(PATHS.map((p) => [p, [] as Turn[]])) as Record<PathName, Turn[]>;
+  // CPU seconds of each path's server processes (the provider excluded: the same for every path)
+  // over its long turns: where a path's time goes when it is not waiting.
+  const servers: Record<PathName, number | undefined> = { direct: undefined, service: stack.child.pid!, langgraph: lg.pid, agents: ag.pid };
+  /** CPU seconds so far of a path's server tree, split into workerd and the Node processes. */
+  const treeCpu = (p: PathName) => {
+    const out = { workerd: 0, node: 0 };
+    for (const pid of servers[p] === undefined ? [] : processTree(servers[p]!)) out[/workerd/.test(memOf(pid).cmd) ? "workerd" : "node"] += cpuOf(pid) || 0;
+    return out;
+  };
+  const longCpu = Object.fromEntries(PATHS.map((p) => [p, { workerd: 0, node: 0 }])) as Record<PathName, { workerd: number; node: number }>;
   for (let i = 0; i < sizes.reps; i++) {
     for (let k = 0; k < PATHS.length; k++) {
       const p = PATHS[(i + k) % PATHS.length]!;
+      const c0 = treeCpu(p);
       longRuns[p].push(await checked(p, long[p], sizes.n));
+      const c1 = treeCpu(p);
+      longCpu[p].workerd += c1.workerd - c0.workerd;
+      longCpu[p].node += c1.node - c0.node;
     }
   }
   for (const c of closers.splice(0)) c();
@@ -160,6 +174,9 @@ await runBench((sizes.short ? 2 : 12) * 60_000, async () => {
 
   console.log(`\none long turn, request → last text, ms: ${PATHS.map((p) => `${p} ${ms(med(p, (t) => t.lastMs))}`).join(", ")} (LangGraph's end adds its stream's close tail to this)`);
   console.log(`one long turn, deltas/s (${sizes.n} ÷ request → end): ${PATHS.map((p) => `${p} ${Math.round(sizes.n / (med(p, (t) => t.endMs) / 1000))}`).join(", ")}`);
+  const per1k = (sec: number) => ((sec * 1000) / ((sizes.reps * sizes.n) / 1000)).toFixed(1);
+  const cpuOfPath = (p: PathName) => `${p} ${per1k(longCpu[p].workerd + longCpu[p].node)}${longCpu[p].workerd ? ` (workerd ${per1k(longCpu[p].workerd)}, Node ${per1k(longCpu[p].node)})` : ""}`;
+  console.log(`one long turn, server CPU ms per 1k deltas (/proc, the server's process tree, 10 ms ticks): ${PATHS.filter((p) => p !== "direct").map(cpuOfPath).join(", ")}`);
   console.log(`${sizes.sessions} concurrent sessions, per-turn latency p50 / p99, ms: ${PATHS.map((p) => `${p} ${ms(load[p].lat.p50)} / ${ms(load[p].lat.p99)}`).join(", ")}`);
   console.log(`errors under load: ${PATHS.map((p) => `${p} ${load[p].errors.length}`).join(", ")}${PATHS.some((p) => load[p].errors.length) ? `; first: ${PATHS.flatMap((p) => load[p].errors.slice(0, 1).map((e) => `${p}: ${e}`)).join(" | ")}` : ""}`);
   console.log(`service anomalies in the stack's log during the load phases: ${odd.watchdogKills} interrupt-watchdog kills, ${odd.harnessLost} harness processes ended unasked`);
