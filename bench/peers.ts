@@ -28,7 +28,7 @@
  *      one turn each first), completed turns/s in a --window after --warmup; paths one after
  *      another
  *
- *   npm run bench [-- --warm 40 --n 20000 --reps 3 --sessions 50 --window 15 --warmup 3 | -- --short]
+ *   npm run bench [-- --warm 40 --n 20000 --reps 3 --sessions 50 --window 20 --warmup 5 | -- --short]
  */
 import { readFileSync } from "node:fs";
 import { anomalies, closedLoop, cpuOf, direct, harnessCommand, machine, memOf, ms, now, processTree, runBench, scriptedText, startBenchStack, startProvider, stats, type Turn } from "./lib.ts";
@@ -37,7 +37,7 @@ import { openSession } from "./service-turns.ts";
 import { startLangGraph, LANGGRAPH_WORKERS } from "./peers/langgraph.ts";
 import { startAgents } from "./peers/agents.ts";
 
-const sizes = benchArgs({ warm: 40, n: 20_000, reps: 3, sessions: 50, window: 15, warmup: 3 }, { warm: 3, n: 2_000, reps: 1, sessions: 4, window: 2, warmup: 1 });
+const sizes = benchArgs({ warm: 40, n: 20_000, reps: 3, sessions: 50, window: 20, warmup: 5 }, { warm: 3, n: 2_000, reps: 1, sessions: 4, window: 2, warmup: 1 });
 const SHORT_TURN = 20;
 const LOAD_TURN = 50;
 const directive = (n: number) => `[[deltas ${n} size=4]]`;
