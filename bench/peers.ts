@@ -179,6 +179,7 @@ await runBench((sizes.short ? 2 : 12) * 60_000, async () => {
   console.log(`one long turn, server CPU ms per 1k deltas (/proc, the server's process tree, 10 ms ticks): ${PATHS.filter((p) => p !== "direct").map(cpuOfPath).join(", ")}`);
   console.log(`${sizes.sessions} concurrent sessions, per-turn latency p50 / p99, ms: ${PATHS.map((p) => `${p} ${ms(load[p].lat.p50)} / ${ms(load[p].lat.p99)}`).join(", ")}`);
   console.log(`errors under load: ${PATHS.map((p) => `${p} ${load[p].errors.length}`).join(", ")}${PATHS.some((p) => load[p].errors.length) ? `; first: ${PATHS.flatMap((p) => load[p].errors.slice(0, 1).map((e) => `${p}: ${e}`)).join(" | ")}` : ""}`);
+  for (const [p, server] of [["langgraph", lg], ["agents", ag]] as const) if (load[p].errors.length) console.log(`${p} server's last output:\n${server.logTail().slice(-1500)}`);
   console.log(`service anomalies in the stack's log during the load phases: ${odd.watchdogKills} interrupt-watchdog kills, ${odd.harnessLost} harness processes ended unasked`);
   console.log(`checked: every measured turn's joined text equals the provider's script (${sizes.n} deltas = ${sizes.n * 4} chars for the long turn)`);
 });

@@ -31,6 +31,8 @@ export async function startAgents(providerUrl: string) {
   const wsBase = server.url.replace(/^http/, "ws");
   return {
     pid: server.pid,
+    /** The end of the server's output (Miniflare relays the Worker's console there). */
+    logTail: server.tail,
     /** A chat client connected to the agent `name` (its own Durable Object). */
     async chat(name: string) {
       const ws = new WebSocket(`${wsBase}/agents/chat-agent/${encodeURIComponent(name)}`);

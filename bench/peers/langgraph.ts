@@ -41,6 +41,8 @@ export async function startLangGraph(providerUrl: string) {
   const { url } = server;
   return {
     pid: server.pid,
+    /** The end of the server's log (JSON lines). */
+    logTail: server.tail,
     async thread(): Promise<string> {
       const r = await request("POST", `${url}/threads`, {});
       if (r.status !== 200 || typeof r.body?.thread_id !== "string") throw new Error(`langgraph: create thread: HTTP ${r.status} ${JSON.stringify(r.body)}`);

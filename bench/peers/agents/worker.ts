@@ -22,7 +22,8 @@ export class ChatAgent extends AIChatAgent {
       // A failed request is a failed turn: retries would hide a broken provider from the bench.
       maxRetries: 0,
     });
-    return result.toUIMessageStreamResponse();
+    // The error's own message instead of the SDK's masked "An error occurred.": the bench prints it.
+    return result.toUIMessageStreamResponse({ onError: (e) => (e instanceof Error ? `${e.name}: ${e.message}` : String(e)) });
   }
 }
 
