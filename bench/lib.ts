@@ -238,7 +238,7 @@ export async function closedLoop(conc: number, warmMs: number, windowMs: number,
       }
     }),
   );
-  return { perS: lat.length / (windowMs / 1000), lat: stats(lat), errors };
+  return { perS: lat.length / (windowMs / 1000), lat: stats(lat), samples: lat, errors };
 }
 
 /** The project's scripted provider in its own process, so it never shares the client's event loop. */

@@ -25,8 +25,8 @@
  *   2. one long turn: `[[deltas N size=4]]` (N = 20,000), --reps rounds, order rotating; a
  *      session per path that had one short turn
  *   3. concurrency: --sessions closed loops of `[[deltas 50]]` turns per path (a session each,
- *      one turn each first), completed turns/s in a --window after --warmup; paths one after
- *      another
+ *      one turn each first), completed turns/s over --window seconds, taken as two halves in
+ *      A-B-C-D-D-C-B-A order, each half after its own --warmup; and the server's CPU per turn
  *
  *   npm run bench [-- --warm 40 --n 20000 --reps 3 --sessions 50 --window 20 --warmup 5 | -- --short]
  */
@@ -68,6 +68,7 @@ await runBench((sizes.short ? 2 : 12) * 60_000, async () => {
   const lg = await startLangGraph(provider.url);
   const ag = await startAgents(provider.url);
 
+  const per = <T>(f: (p: PathName) => T) => Object.fromEntries(PATHS.map((p) => [p, f(p)])) as Record<PathName, T>;
   let names = 0;
   const closers: (() => unknown)[] = [];
   /** A fresh session of each path: its turn function. */
@@ -133,15 +134,33 @@ await runBench((sizes.short ? 2 : 12) * 60_000, async () => {
   }
   for (const c of closers.splice(0)) c();
 
-  // 3. Concurrent sessions, one path at a time.
-  const mark = stack.mark();
-  const load = {} as Record<PathName, Awaited<ReturnType<typeof closedLoop>>>;
+  // 3. Concurrent sessions. Every path's sessions are opened (one turn each) up front; then the
+  // paths take the load in A-B-C-D-D-C-B-A order, two windows of half the length each, so drift on
+  // a shared box hits every path alike. turns/s = turns ending inside both windows ÷ their length.
+  const loadTurns = {} as Record<PathName, TurnFn[]>;
   for (const p of PATHS) {
-    const turns = await Promise.all(Array.from({ length: sizes.sessions }, () => open[p]()));
-    await Promise.all(turns.map((t) => checked(p, t, LOAD_TURN)));
-    load[p] = await closedLoop(sizes.sessions, sizes.warmup * 1000, sizes.window * 1000, (w) => checked(p, turns[w]!, LOAD_TURN));
-    for (const c of closers.splice(0)) c();
+    loadTurns[p] = await Promise.all(Array.from({ length: sizes.sessions }, () => open[p]()));
+    await Promise.all(loadTurns[p].map((t) => checked(p, t, LOAD_TURN)));
   }
+  const mark = stack.mark();
+  const halfMs = (sizes.window * 1000) / 2;
+  const load = per(() => ({ turns: 0, lat: [] as number[], errors: [] as string[], cpu: 0 }));
+  for (const p of [...PATHS, ...[...PATHS].reverse()]) {
+    // The server tree's CPU over the window itself (not the warm-up): read when it opens and closes.
+    let c0 = 0;
+    let c1 = 0;
+    const total = () => ((c) => c.workerd + c.node)(treeCpu(p));
+    const open0 = setTimeout(() => (c0 = total()), sizes.warmup * 1000);
+    const close0 = setTimeout(() => (c1 = total()), sizes.warmup * 1000 + halfMs);
+    const r = await closedLoop(sizes.sessions, sizes.warmup * 1000, halfMs, (w) => checked(p, loadTurns[p][w]!, LOAD_TURN));
+    clearTimeout(open0);
+    clearTimeout(close0);
+    load[p].turns += r.samples.length;
+    load[p].lat.push(...r.samples);
+    load[p].errors.push(...r.errors);
+    load[p].cpu += c1 - c0;
+  }
+  for (const c of closers.splice(0)) c();
   const odd = anomalies(stack, mark);
 
   // The table: each peer beside direct, and the service beside each peer.
@@ -161,7 +180,6 @@ await runBench((sizes.short ? 2 : 12) * 60_000, async () => {
     const vs = (peer: PathName) => (v.service >= v[peer] ? `${x(v.service / v[peer])}× more` : `${x(v[peer] / v.service)}× fewer`);
     return `| ${label} | ${PATHS.map(cell).join(" | ")} | ${vs("langgraph")} | ${vs("agents")} |`;
   };
-  const per = <T>(f: (p: PathName) => T) => Object.fromEntries(PATHS.map((p) => [p, f(p)])) as Record<PathName, T>;
 
   console.log(`\nthis service beside its peers, one run (${machine()}; scripted provider in its own process; one client)`);
   console.log(`peers: LangGraph JS dev server (@langchain/langgraph-api ${version("@langchain/langgraph-api")}, @langchain/langgraph ${version("@langchain/langgraph")}, ${LANGGRAPH_WORKERS} run workers); agents ${version("agents")} + @cloudflare/ai-chat ${version("@cloudflare/ai-chat")} AIChatAgent, ai ${version("ai")}, in Miniflare ${version("miniflare")}\n`);
@@ -170,14 +188,15 @@ await runBench((sizes.short ? 2 : 12) * 60_000, async () => {
   console.log(timeRow(`first output p50, ms (warm, [[deltas ${SHORT_TURN}]], ${sizes.warm} each)`, per((p) => firstStats[p].p50)));
   console.log(timeRow("first output p99, ms", per((p) => firstStats[p].p99)));
   console.log(timeRow(`one long turn, ${sizes.n} deltas: request → end, ms (median of ${sizes.reps})`, per((p) => med(p, (t) => t.endMs))));
-  console.log(rateRow(`${sizes.sessions} concurrent sessions, [[deltas ${LOAD_TURN}]]: completed turns/s`, per((p) => load[p].perS)));
+  console.log(rateRow(`${sizes.sessions} concurrent sessions, [[deltas ${LOAD_TURN}]]: completed turns/s`, per((p) => load[p].turns / sizes.window)));
 
   console.log(`\none long turn, request → last text, ms: ${PATHS.map((p) => `${p} ${ms(med(p, (t) => t.lastMs))}`).join(", ")} (LangGraph's end adds its stream's close tail to this)`);
   console.log(`one long turn, deltas/s (${sizes.n} ÷ request → end): ${PATHS.map((p) => `${p} ${Math.round(sizes.n / (med(p, (t) => t.endMs) / 1000))}`).join(", ")}`);
   const per1k = (sec: number) => ((sec * 1000) / ((sizes.reps * sizes.n) / 1000)).toFixed(1);
   const cpuOfPath = (p: PathName) => `${p} ${per1k(longCpu[p].workerd + longCpu[p].node)}${longCpu[p].workerd ? ` (workerd ${per1k(longCpu[p].workerd)}, Node ${per1k(longCpu[p].node)})` : ""}`;
   console.log(`one long turn, server CPU ms per 1k deltas (/proc, the server's process tree, 10 ms ticks): ${PATHS.filter((p) => p !== "direct").map(cpuOfPath).join(", ")}`);
-  console.log(`${sizes.sessions} concurrent sessions, per-turn latency p50 / p99, ms: ${PATHS.map((p) => `${p} ${ms(load[p].lat.p50)} / ${ms(load[p].lat.p99)}`).join(", ")}`);
+  console.log(`${sizes.sessions} concurrent sessions, per-turn latency p50 / p99, ms: ${PATHS.map((p) => `${p} ${ms(stats(load[p].lat).p50)} / ${ms(stats(load[p].lat).p99)}`).join(", ")}`);
+  console.log(`${sizes.sessions} concurrent sessions, server CPU ms per completed turn (/proc, the server's process tree over the windows): ${PATHS.filter((p) => p !== "direct").map((p) => `${p} ${((load[p].cpu * 1000) / load[p].turns).toFixed(1)}`).join(", ")}`);
   console.log(`errors under load: ${PATHS.map((p) => `${p} ${load[p].errors.length}`).join(", ")}${PATHS.some((p) => load[p].errors.length) ? `; first: ${PATHS.flatMap((p) => load[p].errors.slice(0, 1).map((e) => `${p}: ${e}`)).join(" | ")}` : ""}`);
   for (const [p, server] of [["langgraph", lg], ["agents", ag]] as const) if (load[p].errors.length) console.log(`${p} server's last output:\n${server.logTail().slice(-1500)}`);
   console.log(`service anomalies in the stack's log during the load phases: ${odd.watchdogKills} interrupt-watchdog kills, ${odd.harnessLost} harness processes ended unasked`);
