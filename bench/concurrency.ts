@@ -30,7 +30,7 @@
  *
  *   npm run bench:concurrency [-- --sessions 50 --window 20 --warm 2 | -- --short]
  */
-import { anomalies, api, auth, trackCpu, direct, harnessCommand, machine, ms, now, request, runBench, sleep, stackMemory, startBenchStack, startProvider, stats } from "./lib.ts";
+import { anomalies, api, auth, closedLoop, trackCpu, direct, harnessCommand, machine, ms, now, request, runBench, sleep, stackMemory, startBenchStack, startProvider, stats } from "./lib.ts";
 import { benchArgs } from "./args.ts";
 import { profileEnv, readNodeProfiles, saveProfile, startWorkerdProfile, summarize } from "./profile.ts";
 
@@ -45,30 +45,6 @@ const WARM_MS = sizes.warm * 1000;
 const TEXT = "[[deltas 50]]";
 const HARNESS = { command: harnessCommand, max_shared: 16, max_hosts: 4 };
 const LIMITS = { active: 64 };
-
-/** `conc` closed loops of `fn` for windowMs after warmMs; only turns ending inside the window count. */
-async function closedLoop(conc: number, fn: (w: number) => Promise<void>) {
-  const tStart = now() + WARM_MS;
-  const tStop = tStart + WINDOW_MS;
-  const lat: number[] = [];
-  const errors: string[] = [];
-  await Promise.all(
-    Array.from({ length: conc }, async (_, w) => {
-      while (now() < tStop) {
-        const t0 = now();
-        try {
-          await fn(w);
-          const t1 = now();
-          if (t1 >= tStart && t1 <= tStop) lat.push(t1 - t0);
-        } catch (e) {
-          errors.push(String((e as Error).message).slice(0, 200));
-          await sleep(50);
-        }
-      }
-    }),
-  );
-  return { perS: lat.length / (WINDOW_MS / 1000), lat: stats(lat), errors };
-}
 
 /** Median of three RSS readings 300 ms apart (RSS moves with GC). */
 async function memory(stack: Parameters<typeof stackMemory>[0]) {
@@ -131,15 +107,15 @@ await runBench(5 * 60_000, async () => {
   const wantProcs = Math.ceil(C / HARNESS.max_shared);
   const memValid = mem50.procs === wantProcs && anomalies(stack).detached === 0; // all 50 still attached
 
-  const d1 = await closedLoop(C, directTurn);
+  const d1 = await closedLoop(C, WARM_MS, WINDOW_MS, directTurn);
   const tracker = trackCpu(stack, provider.pid);
   const mark = stack.mark();
   const loadStart = Date.now();
   const profiler = PROFILE_DIR ? await startWorkerdProfile(INSPECT_PORT) : undefined;
-  const s = await closedLoop(C, turn);
+  const s = await closedLoop(C, WARM_MS, WINDOW_MS, turn);
   const cpu = tracker.stop();
   const workerdProfiles = await profiler?.stop();
-  const d2 = await closedLoop(C, directTurn);
+  const d2 = await closedLoop(C, WARM_MS, WINDOW_MS, directTurn);
   await sleep(11_000); // a watchdog armed by the last turns fires within 10 s: count it too
   const odd = anomalies(stack, mark);
 

@@ -164,8 +164,82 @@ export async function runBench(maxMs: number, main: () => Promise<void>): Promis
   process.exit(code);
 }
 
+/** Runs `fn` when the bench ends, after everything started later than this call was stopped. */
+export const atCleanup = (fn: () => Promise<void> | void) => void cleanups.push(async () => fn());
+
 async function cleanup(): Promise<void> {
   while (cleanups.length) await cleanups.pop()!().catch(() => {});
+}
+
+/**
+ * A server under test in its own process group (it may start children: workerd, workers), so it
+ * never shares the client's event loop and stopping the group stops everything it started. Resolves
+ * with the URL from the first `{"event":"listening","url":...}` line it prints on stdout; its other
+ * output is drained (kept only as a tail for errors). Stopped by `runBench`'s cleanup, and killed
+ * outright if this process exits without it.
+ */
+export async function startServerProcess(name: string, args: string[], env: Record<string, string> = {}, timeoutMs = 60_000): Promise<{ url: string; pid: number; tail(): string }> {
+  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  const pid = child.pid!;
+  const killGroup = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-pid, sig);
+    } catch {}
+  };
+  const onExit = () => killGroup("SIGKILL");
+  process.once("exit", onExit);
+  cleanups.push(async () => {
+    process.off("exit", onExit);
+    if (child.exitCode === null && child.signalCode === null) {
+      const gone = new Promise((r) => child.once("exit", r));
+      killGroup("SIGTERM");
+      const t = setTimeout(() => killGroup("SIGKILL"), 5000);
+      await gone;
+      clearTimeout(t);
+    }
+    killGroup("SIGKILL"); // anything the server left in its group
+  });
+  let tail = "";
+  const keep = (d: string) => (tail = (tail + d).slice(-4000));
+  child.stderr!.setEncoding("utf8").on("data", keep);
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not start within ${timeoutMs} ms: ${tail}`)), timeoutMs);
+    child.stdout!.setEncoding("utf8").on("data", (d: string) => {
+      keep(d);
+      const m = /\{"event":"listening","url":"([^"]+)"\}/.exec(tail);
+      if (m) (clearTimeout(timer), resolve(m[1]!));
+    });
+    child.once("exit", (c) => (clearTimeout(timer), reject(new Error(`${name} exited (${c}) before listening: ${tail}`))));
+  });
+  return { url, pid, tail: () => tail };
+}
+
+/**
+ * `conc` closed loops of `fn` (loop index → one turn) for `windowMs` after `warmMs`: the standard
+ * closed-loop throughput. Only turns that END inside the window count; latency is request → end of
+ * each such turn. A failed turn is recorded and its loop goes on after 50 ms (no busy loop).
+ */
+export async function closedLoop(conc: number, warmMs: number, windowMs: number, fn: (w: number) => Promise<unknown>) {
+  const tStart = now() + warmMs;
+  const tStop = tStart + windowMs;
+  const lat: number[] = [];
+  const errors: string[] = [];
+  await Promise.all(
+    Array.from({ length: conc }, async (_, w) => {
+      while (now() < tStop) {
+        const t0 = now();
+        try {
+          await fn(w);
+          const t1 = now();
+          if (t1 >= tStart && t1 <= tStop) lat.push(t1 - t0);
+        } catch (e) {
+          errors.push(String((e as Error).message).slice(0, 200));
+          await sleep(50);
+        }
+      }
+    }),
+  );
+  return { perS: lat.length / (windowMs / 1000), lat: stats(lat), samples: lat, errors };
 }
 
 /** The project's scripted provider in its own process, so it never shares the client's event loop. */
@@ -268,17 +342,30 @@ export function api(base: string, auth: Record<string, string> = defaultAuth) {
 }
 
 /** The provider read directly by the same client: a streaming chat-completions POST. */
-export function direct(providerUrl: string, text: string, onContent: (t: number) => void): Promise<{ bytes: number; tEnd: number; deltas: number }> {
+export function direct(providerUrl: string, text: string, onContent: (t: number) => void): Promise<{ bytes: number; tEnd: number; deltas: number; text: string }> {
   let deltas = 0;
+  const parts: string[] = [];
   const body = { model: "gpt-4o-mini", stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: text }] };
   const h = sse("POST", `${providerUrl}/chat/completions`, body, {}, (_e, data, t) => {
     if (data === "[DONE]") return;
-    if (JSON.parse(data).choices?.[0]?.delta?.content) {
+    const content = JSON.parse(data).choices?.[0]?.delta?.content;
+    if (content) {
       deltas++;
+      parts.push(content);
       onContent(t);
     }
   });
-  return h.done.then((r) => ({ ...r, deltas }));
+  return h.done.then((r) => ({ ...r, deltas, text: parts.join("") }));
 }
 
+/** The text the scripted provider streams for `[[deltas n size=4]]`: delta i is letter i mod 26, 4 times. */
+export const scriptedText = (n: number) => Array.from({ length: n }, (_, i) => String.fromCharCode(97 + (i % 26)).repeat(4)).join("");
+
 export const sleep = (msec: number) => new Promise((r) => setTimeout(r, msec));
+
+/**
+ * One measured turn on any path, ms from just before its request: first text, last text, and the
+ * path's own end signal (stream closed, idle frame, done frame); `text` is every text delta joined,
+ * checked against the provider's script by the caller.
+ */
+export type Turn = { firstMs: number; lastMs: number; endMs: number; text: string };

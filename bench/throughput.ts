@@ -27,12 +27,12 @@
  */
 import { Agent } from "@mariozechner/pi-agent-core";
 import { resolveModel } from "../runner-host/reference-harness/model.ts";
-import { anomalies, api, trackCpu, direct, harnessCommand, machine, ms, now, runBench, startBenchStack, startProvider, stats } from "./lib.ts";
+import { anomalies, api, trackCpu, direct, harnessCommand, machine, ms, now, runBench, scriptedText, startBenchStack, startProvider, stats } from "./lib.ts";
 import { benchArgs } from "./args.ts";
 
 const { n: N, reps: REPS } = benchArgs({ n: 20_000, reps: 5 }, { n: 2_000, reps: 1 });
 const TEXT = `[[deltas ${N} size=4]]`;
-const EXPECTED = Array.from({ length: N }, (_, i) => String.fromCharCode(97 + (i % 26)).repeat(4)).join("");
+const EXPECTED = scriptedText(N);
 
 type Run = { totalMs: number; lastMs: number; bytes: number; frames: number; messageBytes: number };
 type Side = "direct" | "service" | "library";
