@@ -69,7 +69,8 @@ export class RunnerLink {
    */
   push(m: Unnumbered, rt?: Runtime): void {
     const sql = this.#s.storage.sql;
-    const seq = sql.exec<{ s: number }>("UPDATE session SET down_seq = down_seq + 1 RETURNING down_seq AS s").one().s;
+    const seq = this.#s.require().down_seq + 1;
+    this.#s.set({ down_seq: seq });
     const stored = "provider" in m ? { ...m, provider: withoutKey(m.provider), seq } : { ...m, seq };
     sql.exec("INSERT INTO link_out (seq, body) VALUES (?, ?)", seq, JSON.stringify(stored));
     const ws = this.socket();
@@ -94,11 +95,9 @@ export class RunnerLink {
 
   /** Starts a new lease: numbering restarts, the old lease's socket is closed. In a transaction. */
   newLease(): number {
-    const sql = this.#s.storage.sql;
-    sql.exec("DELETE FROM link_out");
-    const lease = sql
-      .exec<{ l: number }>("UPDATE session SET lease = lease + 1, up_seq = 0, down_seq = 0, link_state = 'requested', link_lost_at = NULL RETURNING lease AS l")
-      .one().l;
+    this.#s.storage.sql.exec("DELETE FROM link_out");
+    const lease = this.#s.require().lease + 1;
+    this.#s.set({ lease, up_seq: 0, down_seq: 0, link_state: "requested", link_lost_at: null });
     for (const ws of this.#ctx.getWebSockets(TAG)) ws.close(LEASE_GONE_CLOSE_CODE, "lease replaced");
     return lease;
   }
@@ -110,7 +109,7 @@ export class RunnerLink {
       this.push({ t: "detach", reason });
       ws.close(LEASE_GONE_CLOSE_CODE, "detached");
     }
-    this.#s.storage.sql.exec("UPDATE session SET link_state = 'none', link_lost_at = NULL");
+    this.#s.set({ link_state: "none", link_lost_at: null });
     this.#s.storage.sql.exec("DELETE FROM link_out");
   }
 }

@@ -167,7 +167,7 @@ export class SessionObject extends DurableObject<Env> {
 
   async resume(): Promise<Result<Session>> {
     return this.#commit(() =>
-      this.ctx.storage.transactionSync(() => {
+      this.#state.storage.transactionSync(() => {
         const change = this.#state.resume(now());
         // Restored from the last completed checkpoint: the harness re-opens from that state.
         this.#turns.revertNative();
@@ -179,7 +179,7 @@ export class SessionObject extends DurableObject<Env> {
 
   async close(): Promise<Result<Status>> {
     return this.#commit(() =>
-      this.ctx.storage.transactionSync(() => {
+      this.#state.storage.transactionSync(() => {
         const change = this.#state.close(now());
         if (change.events.length > 0) this.#link.release("session closed");
         return change;
@@ -189,7 +189,7 @@ export class SessionObject extends DurableObject<Env> {
 
   /** `POST /executors` with `session`: the runtime binding `alias` now routes to `executor`. */
   async rebind(alias: string, tools: Tool[], executor: string): Promise<Result<void>> {
-    const r = asResult(() => this.ctx.storage.transactionSync(() => this.#runtime.rebind(alias, tools, executor, now())));
+    const r = asResult(() => this.#state.storage.transactionSync(() => this.#runtime.rebind(alias, tools, executor, now())));
     if (r.ok) await this.#pushIndex();
     return r;
   }
@@ -261,7 +261,7 @@ export class SessionObject extends DurableObject<Env> {
     const row = this.#state.row();
     if (!row || row.lease !== this.#link.leaseOf(ws) || row.link_state === "none" || this.#link.socket()) return;
     // The link may come back (a blip); if it does not within the grace period, the work fails.
-    this.ctx.storage.sql.exec("UPDATE session SET link_lost_at = ?", Date.now());
+    this.#state.set({ link_lost_at: Date.now() });
     await this.#armAlarm(Date.now() + LINK_GRACE_MS);
   }
 
@@ -322,7 +322,7 @@ export class SessionObject extends DurableObject<Env> {
       // A local write failure (a record over 4 MiB, a full log, storage trouble): the turn fails
       // and the message counts as applied, so the runner-host's resend is not retried forever.
       log("error", "could not record a runner message", { session_id: this.#state.row()?.id, t: m.t, error: String(e) });
-      this.ctx.storage.sql.exec("UPDATE session SET up_seq = MAX(up_seq, ?)", m.seq);
+      this.#state.set({ up_seq: Math.max(this.#state.require().up_seq, m.seq) });
       this.#link.ackUp(ws, m.seq);
       this.#loseRunner(`local write failure: ${e instanceof Error ? e.message : String(e)}`);
       await this.#afterChange();
@@ -333,7 +333,7 @@ export class SessionObject extends DurableObject<Env> {
     if (applied === "duplicate") return;
     this.#publish(applied.events);
     if (m.t === "tool_call" && m.dispatched) await this.#runtime.dispatch(m.call.id, m.call.name, m.call.arguments);
-    if (applied.detached) this.ctx.storage.transactionSync(() => this.#link.release("runner-host detached"));
+    if (applied.detached) this.#state.storage.transactionSync(() => this.#link.release("runner-host detached"));
     if (applied.opened || applied.next || applied.detached) await this.#schedule();
     if (applied.events.length > 0) await this.#pushIndex();
   }
@@ -341,7 +341,7 @@ export class SessionObject extends DurableObject<Env> {
   /** A (re)connected link: the first hello of a lease opens; a later one resends what is unacked. */
   async #hello(down: number): Promise<void> {
     const rt = await getRuntime(this.env);
-    this.ctx.storage.sql.exec("UPDATE session SET link_lost_at = NULL");
+    this.#state.set({ link_lost_at: null });
     if (this.#state.require().link_state === "requested") return this.#open();
     this.#link.acked(down, true, rt);
   }
@@ -355,8 +355,8 @@ export class SessionObject extends DurableObject<Env> {
       this.#loseRunner(messages.error);
       return this.#afterChange();
     }
-    this.ctx.storage.transactionSync(() => {
-      this.ctx.storage.sql.exec("UPDATE session SET link_state = 'opening'");
+    this.#state.storage.transactionSync(() => {
+      this.#state.set({ link_state: "opening" });
       for (const m of messages) this.#link.push(m, rt);
     });
   }
@@ -367,7 +367,7 @@ export class SessionObject extends DurableObject<Env> {
     if (!row || row.status === "closed" || row.status === "interrupted" || row.status === "failed") return;
     if (!this.#turns.running() && !this.#turns.hasQueued()) return;
     if (row.link_state === "none") {
-      const lease = this.ctx.storage.transactionSync(() => this.#link.newLease());
+      const lease = this.#state.storage.transactionSync(() => this.#link.newLease());
       await this.#place(sessionObjectName(row.tenant, row.id), lease, row.harness, (await getRuntime(this.env)).config);
       return;
     }
@@ -375,7 +375,7 @@ export class SessionObject extends DurableObject<Env> {
     const rt = await getRuntime(this.env);
     const model: string = JSON.parse(row.config).model;
     const grant = providerGrant(rt, model);
-    const events = this.ctx.storage.transactionSync(() => {
+    const events = this.#state.storage.transactionSync(() => {
       const s = this.#turns.start(now());
       if (!s) return [];
       if (!grant) {
@@ -418,7 +418,7 @@ export class SessionObject extends DurableObject<Env> {
 
   /** The runner-host is gone: a running turn fails, the lease is dropped. */
   #loseRunner(message: string): void {
-    const events = this.ctx.storage.transactionSync(() => {
+    const events = this.#state.storage.transactionSync(() => {
       const out = this.#turns.running()
         ? this.#state.endWork(now(), "failed", { running: { code: "service_error", message }, queued: "the session failed" })
         : [];
@@ -459,7 +459,7 @@ export class SessionObject extends DurableObject<Env> {
 
   #requireOpenCall(call: string | undefined): void {
     if (call === undefined) return;
-    const ended = this.ctx.storage.sql.exec("SELECT 1 FROM ended_calls WHERE call_id = ?", call).toArray().length > 0;
+    const ended = this.#state.storage.sql.exec("SELECT 1 FROM ended_calls WHERE call_id = ?", call).toArray().length > 0;
     if (ended) throw unauthorized("the inspection token's tool call has ended");
   }
 

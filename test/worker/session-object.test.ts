@@ -3,12 +3,14 @@
  * `runInDurableObject`: lifecycle, the event log's record sizes and chunk rows, `log_bytes`, the
  * byte cap of one read, and the summary pushed to the TenantObject.
  */
-import { runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { Event, EventList, Session } from "../../src/shared/api-schema.ts";
 import { newId } from "../../src/shared/ids.ts";
 import { CHUNK_BYTES, EventLog, MAX_RECORD_BYTES, READ_BYTES, RecordTooLarge, type NewEvent } from "../../src/session/event-log.ts";
 import { concatBytes } from "../../src/shared/bytes.ts";
+import { SessionState } from "../../src/session/session-state.ts";
+import type { SessionRow } from "../../src/session/record.ts";
 import { appendRecords as append, env, freshSession, ok, type Stub } from "./helpers.ts";
 
 const encoder = new TextEncoder();
@@ -220,6 +222,59 @@ describe("event log records (spec Events: retained records are capped at 4 MiB)"
     const p2 = ok<EventList>(await stub.readEvents(p1.next_cursor, 100));
     expect(p2.events.map((e) => e.id)).toEqual([logged[1]!.event.id]);
     expect(lineOf(p2.events[0]!)).toBe(JSON.stringify(logged[1]!.event));
+  });
+});
+
+describe("the session row held in memory (SQLite stays the truth)", () => {
+  const stored = (stub: Stub) => runInDurableObject(stub, (_, state) => state.storage.sql.exec<SessionRow>("SELECT * FROM session").one());
+
+  it("is right after the object is evicted and restarted, and later changes count on from SQLite", async () => {
+    const { n, stub } = freshSession();
+    ok(await stub.create(n));
+    ok(await stub.send({ type: "user.message", text: "one" }));
+    const before = await stored(stub);
+    expect(ok<Session>(await stub.get()).updated_at).toBe(before.updated_at);
+    await evictDurableObject(stub);
+    expect(ok<Session>(await stub.get()).updated_at).toBe(before.updated_at);
+    ok(await stub.send({ type: "user.message", text: "two" }));
+    const after = await stored(stub);
+    expect(after.version).toBe(before.version + 1);
+    expect(after.log_bytes).toBeGreaterThan(before.log_bytes);
+    ok(await stub.close());
+    await evictDurableObject(stub);
+    expect(ok<Session>(await stub.get()).status).toBe("closed");
+    expect((await stored(stub)).status).toBe("closed");
+  });
+
+  it("is dropped when a transaction rolls back, so a value the rollback undid is never served", async () => {
+    const { n, stub } = freshSession();
+    ok(await stub.create(n));
+    const seen = await runInDurableObject(stub, (_, state) => {
+      const s = new SessionState(state.storage);
+      const version = s.require().version;
+      expect(() =>
+        s.storage.transactionSync(() => {
+          s.set({ status: "failed", version: version + 5 });
+          expect(s.require().status).toBe("failed");
+          throw new Error("rolled back");
+        }),
+      ).toThrow("rolled back");
+      return { cached: s.require(), version };
+    });
+    expect(seen.cached.status).toBe("idle");
+    expect(seen.cached.version).toBe(seen.version);
+    expect(ok<Session>(await stub.get()).status).toBe("idle");
+    expect(await stored(stub)).toEqual(seen.cached);
+  });
+
+  it("follows writes that bypass set (a raw UPDATE through the session storage)", async () => {
+    const { n, stub } = freshSession();
+    ok(await stub.create(n));
+    ok(await stub.get()); // the object has read (and holds) its row
+    await runInDurableObject(stub, (_, state) => {
+      new SessionState(state.storage).storage.sql.exec("UPDATE session SET status = 'failed'");
+    });
+    expect(ok<Session>(await stub.get()).status).toBe("failed");
   });
 });
 
