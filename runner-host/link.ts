@@ -5,6 +5,10 @@
  * Invariants:
  * - Up messages are numbered from 1 for the lease and kept until the object acks them
  *   (acks are cumulative); after a reconnect every unacked one is resent, in order, after `hello`.
+ * - Numbered messages sent in one turn of the event loop leave together, at the end of it, as one
+ *   `batch` frame (a turn's `assistant`, `native` and `turn_end` usually do): the object applies
+ *   them in one transaction and acks once. A live message flushes what is waiting first, so the
+ *   order on the socket is the order of the calls.
  * - Down messages are applied once, in order: a seq already applied is only re-acked; a gap
  *   (never expected on one ordered socket) drops the socket so the object resends from `hello`.
  * - `delta` and `progress` are live-only: sent when the socket is open, otherwise lost.
@@ -12,7 +16,7 @@
  *   refused with 404/409/410) means the lease is gone; so does being unreachable for `giveUpMs`.
  */
 import WebSocket from "ws";
-import { LEASE_GONE_CLOSE_CODE, LINK_PATH, LinkDownSchema, type LinkDown, type LinkUp } from "../src/shared/runner-protocol.ts";
+import { LEASE_GONE_CLOSE_CODE, LINK_PATH, LinkDownSchema, MAX_BATCH, type LinkDown, type LinkUp, type NumberedUp } from "../src/shared/runner-protocol.ts";
 import type { Logger } from "./log.ts";
 import { Backoff, dial, isPong, keepAlive, parseJson } from "./socket.ts";
 
@@ -26,7 +30,12 @@ const LEASE_GONE_STATUSES = new Set([404, 409, 410]);
  */
 export const LINK_GIVE_UP_MS = 30_000;
 
-export type NumberedUp = Extract<LinkUp, { seq: number }>;
+export type { NumberedUp };
+/**
+ * A frame stops taking messages past this many UTF-16 units of JSON, so a batch of large native
+ * records stays a modest WebSocket message; one message larger than this goes alone, as before.
+ */
+const BATCH_CHARS = 1024 * 1024;
 /** A numbered up message before the link assigns its seq. */
 export type UpBody = NumberedUp extends infer M ? (M extends NumberedUp ? Omit<M, "seq"> : never) : never;
 export type LiveUp = Extract<LinkUp, { t: "delta" | "progress" | "credential" }>;
@@ -58,6 +67,9 @@ export class SessionLink {
   #ws: WebSocket | undefined;
   #nextUp = 1;
   #unacked: NumberedUp[] = [];
+  /** Numbered messages of this event-loop turn not yet written, as JSON; flushed by `#flush`. */
+  #pending: string[] = [];
+  #flushQueued: NodeJS.Immediate | undefined;
   #acked = 0;
   #applied = 0;
   #ended = false;
@@ -95,15 +107,28 @@ export class SessionLink {
     const m = { ...body, seq: this.#nextUp++ } as NumberedUp;
     if (this.#ended) return m.seq;
     this.#unacked.push(m);
-    if (this.isOpen) this.#ws!.send(JSON.stringify(m));
+    if (!this.isOpen) return m.seq;
+    this.#pending.push(JSON.stringify(m));
+    this.#flushQueued ??= setImmediate(() => this.#flush());
     return m.seq;
   }
 
   /** Sends a live-only message if the socket is open; false when it was dropped. */
   sendLive(m: LiveUp): boolean {
     if (!this.isOpen) return false;
+    this.#flush();
     this.#ws!.send(JSON.stringify(m));
     return true;
+  }
+
+  /** Writes the waiting numbered messages: one alone as itself, several as `batch` frames. */
+  #flush(): void {
+    clearImmediate(this.#flushQueued);
+    this.#flushQueued = undefined;
+    const out = this.#pending;
+    if (out.length === 0) return;
+    this.#pending = [];
+    if (this.isOpen) writeFrames(this.#ws!, out);
   }
 
   /** Resolves true once everything up to `seq` (default: all sent so far) is acked; false on timeout or end. */
@@ -128,6 +153,7 @@ export class SessionLink {
   close(code = 1000, reason = ""): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.#flush();
     clearTimeout(this.#retry);
     clearTimeout(this.#giveUp);
     for (const w of [...this.#ackWaiters]) w.resolve(false);
@@ -144,7 +170,9 @@ export class SessionLink {
       clearTimeout(this.#giveUp);
       this.#giveUp = undefined;
       this.#raw({ t: "hello", down: this.#applied });
-      for (const m of this.#unacked) ws.send(JSON.stringify(m));
+      // Everything unacked goes again, so what was waiting for the flush is in it.
+      this.#pending = [];
+      writeFrames(ws, this.#unacked.map((m) => JSON.stringify(m)));
       this.#o.onConnected?.();
     });
     ws.on("message", (data) => this.#onMessage(ws, data.toString()));
@@ -218,5 +246,17 @@ export class SessionLink {
 
   #raw(m: LinkUp): void {
     if (this.isOpen) this.#ws!.send(JSON.stringify(m));
+  }
+}
+
+/** Numbered messages (JSON, consecutive seqs) in as few frames as MAX_BATCH and BATCH_CHARS allow. */
+function writeFrames(ws: WebSocket, msgs: string[]): void {
+  let i = 0;
+  while (i < msgs.length) {
+    let j = i + 1;
+    let chars = msgs[i]!.length;
+    while (j < msgs.length && j - i < MAX_BATCH && chars + msgs[j]!.length <= BATCH_CHARS) chars += msgs[j++]!.length;
+    ws.send(j - i === 1 ? msgs[i]! : `{"t":"batch","msgs":[${msgs.slice(i, j).join(",")}]}`);
+    i = j;
   }
 }

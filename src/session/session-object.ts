@@ -12,7 +12,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
 import type { Event, EventList, Input, Session, Status } from "../shared/api-schema.ts";
 import { asResult, asResultAsync, conflict, ERROR_STATUS, overloaded, unauthorized, type Result } from "../shared/errors.ts";
-import { LEASE_GONE_CLOSE_CODE, LinkUpSchema, PING, PONG } from "../shared/runner-protocol.ts";
+import { LEASE_GONE_CLOSE_CODE, LinkUpSchema, PING, PONG, type NumberedUp } from "../shared/runner-protocol.ts";
 import { log } from "../log.ts";
 import { scheduleExport } from "../metrics/exporter.ts";
 import { metrics } from "../metrics/registry.ts";
@@ -30,7 +30,7 @@ import { toSession, type NewSession } from "./record.ts";
 import { RunnerLink } from "./runner-link.ts";
 import { SessionState, type Change } from "./session-state.ts";
 import { Subscribers } from "./subscribers.ts";
-import { Turns } from "./turns.ts";
+import { Turns, type Applied } from "./turns.ts";
 import m0001 from "../../migrations/session/0001_init.sql";
 import m0002 from "../../migrations/session/0002_turns.sql";
 import m0003 from "../../migrations/session/0003_ended_calls.sql";
@@ -308,34 +308,60 @@ export class SessionObject extends DurableObject<Env> {
         if (e) this.#subs.publish([e]);
         return;
       }
+      case "batch":
+        return this.#applyRunner(ws, m.msgs);
       default:
-        return this.#applyRunner(ws, m);
+        return this.#applyRunner(ws, [m]);
     }
   }
 
-  async #applyRunner(ws: WebSocket, m: Extract<ReturnType<typeof LinkUpSchema.parse>, { seq: number }>): Promise<void> {
+  /**
+   * Applies numbered runner messages (one, or a `batch` frame's) in one transaction, acks the last
+   * once, then publishes what they appended in one push and moves work on.
+   */
+  async #applyRunner(ws: WebSocket, msgs: NumberedUp[]): Promise<void> {
     const { limits } = (await getRuntime(this.env)).config;
-    let applied;
-    try {
-      applied = this.#turns.apply(m, now(), limits.session_bytes);
-    } catch (e) {
+    const at = now();
+    const last = msgs.at(-1)!.seq;
+    const done = this.#state.storage.transactionSync((): { applied: { m: NumberedUp; a: Applied }[]; failed?: { m: NumberedUp; e: unknown }; gap?: true } => {
+      const applied: { m: NumberedUp; a: Applied }[] = [];
+      for (const m of msgs) {
+        let a;
+        try {
+          a = this.#turns.apply(m, at, limits.session_bytes);
+        } catch (e) {
+          // That message alone was rolled back; what came before it in the frame stays applied.
+          return { applied, failed: { m, e } };
+        }
+        // Seqs in a frame are consecutive, so a gap can only be at its first new message.
+        if (a === "gap") return { applied, gap: true };
+        if (a !== "duplicate") applied.push({ m, a });
+      }
+      return { applied };
+    });
+    const applied = done.applied.map((x) => x.a);
+    const events = applied.flatMap((a) => a.events);
+    this.#publish(events);
+    if (done.failed) {
       // A local write failure (a record over 4 MiB, a full log, storage trouble): the turn fails
-      // and the message counts as applied, so the runner-host's resend is not retried forever.
+      // and the frame counts as applied, so the runner-host's resend is not retried forever.
+      const { m, e } = done.failed;
       log("error", "could not record a runner message", { session_id: this.#state.row()?.id, t: m.t, error: String(e) });
-      this.#state.set({ up_seq: Math.max(this.#state.require().up_seq, m.seq) });
-      this.#link.ackUp(ws, m.seq);
+      this.#state.set({ up_seq: Math.max(this.#state.require().up_seq, last) });
+      this.#link.ackUp(ws, last);
       this.#loseRunner(`local write failure: ${e instanceof Error ? e.message : String(e)}`);
       await this.#afterChange();
       return;
     }
-    if (applied === "gap") return ws.close(1008, "link sequence gap");
-    this.#link.ackUp(ws, Math.min(m.seq, this.#state.require().up_seq));
-    if (applied === "duplicate") return;
-    this.#publish(applied.events);
-    if (m.t === "tool_call" && m.dispatched) await this.#runtime.dispatch(m.call.id, m.call.name, m.call.arguments);
-    if (applied.detached) this.#state.storage.transactionSync(() => this.#link.release("runner-host detached"));
-    if (applied.opened || applied.next || applied.detached) await this.#schedule();
-    if (applied.events.length > 0) await this.#pushIndex();
+    if (done.gap) return ws.close(1008, "link sequence gap");
+    this.#link.ackUp(ws, Math.min(last, this.#state.require().up_seq));
+    if (applied.length === 0) return;
+    for (const { m } of done.applied) {
+      if (m.t === "tool_call" && m.dispatched) await this.#runtime.dispatch(m.call.id, m.call.name, m.call.arguments);
+    }
+    if (applied.some((a) => a.detached)) this.#state.storage.transactionSync(() => this.#link.release("runner-host detached"));
+    if (applied.some((a) => a.opened || a.next || a.detached)) await this.#schedule();
+    if (events.length > 0) await this.#pushIndex();
   }
 
   /** A (re)connected link: the first hello of a lease opens; a later one resends what is unacked. */

@@ -172,14 +172,10 @@ export type LinkDown = z.infer<typeof LinkDownSchema>;
 
 // ── link: runner-host → object ─────────────────────────────────────────────────────────────
 
-export const LinkUpSchema = z.discriminatedUnion("t", [
-  /** First message on every (re)connected socket: the last down `seq` it applied. */
-  z.strictObject({ t: z.literal("hello"), down: z.number().int().nonnegative() }),
+/** Up messages that are numbered (`seq`), kept until acked and resent after a reconnect. */
+const NumberedUpSchemas = [
   z.strictObject({ t: z.literal("opened"), seq: Seq }),
   z.strictObject({ t: z.literal("open_failed"), seq: Seq, message: z.string() }),
-  /** Live-only, not numbered: lost deltas are not resent (the assistant message carries all). */
-  z.strictObject({ t: z.literal("delta"), turn: Turn, text: z.string() }),
-  z.strictObject({ t: z.literal("progress"), turn: Turn, call_id: Hex32, data: z.unknown() }),
   z.strictObject({
     t: z.literal("assistant"),
     seq: Seq,
@@ -209,6 +205,33 @@ export const LinkUpSchema = z.discriminatedUnion("t", [
   }),
   /** The runner-host let go of the session (idle eviction, harness crash, shutdown). */
   z.strictObject({ t: z.literal("detached"), seq: Seq, reason: z.string() }),
+] as const;
+export const NumberedUpSchema = z.discriminatedUnion("t", [...NumberedUpSchemas]);
+export type NumberedUp = z.infer<typeof NumberedUpSchema>;
+
+/** Most numbered messages one `batch` frame carries. */
+export const MAX_BATCH = 64;
+
+export const LinkUpSchema = z.discriminatedUnion("t", [
+  /** First message on every (re)connected socket: the last down `seq` it applied. */
+  z.strictObject({ t: z.literal("hello"), down: z.number().int().nonnegative() }),
+  ...NumberedUpSchemas,
+  /**
+   * Several numbered messages in one frame, consecutive seqs in order (a turn's `assistant`,
+   * `native` and `turn_end`; a resend after a reconnect). Each keeps its own seq, so duplicates
+   * and acks work item by item; the object applies the frame in one transaction and acks it once.
+   */
+  z.strictObject({
+    t: z.literal("batch"),
+    msgs: z
+      .array(NumberedUpSchema)
+      .min(2)
+      .max(MAX_BATCH)
+      .refine((ms) => ms.every((m, i) => i === 0 || m.seq === ms[i - 1]!.seq + 1), "msgs: seqs must be consecutive and ascending"),
+  }),
+  /** Live-only, not numbered: lost deltas are not resent (the assistant message carries all). */
+  z.strictObject({ t: z.literal("delta"), turn: Turn, text: z.string() }),
+  z.strictObject({ t: z.literal("progress"), turn: Turn, call_id: Hex32, data: z.unknown() }),
   z.strictObject({ t: z.literal("ack"), down: z.number().int().nonnegative() }),
   /** Not numbered: asks for the session's credential override for this open host-tool call. */
   z.strictObject({ t: z.literal("credential"), call_id: Hex32 }),
