@@ -45,6 +45,13 @@ const MIGRATIONS = [m0001, m0002, m0003, m0004, m0005];
 /** Retry delay for a tenant-index push that failed, ms. Only armed while the index is behind. */
 const INDEX_RETRY_MS = 2_000;
 /**
+ * Shortest time between two tenant-index pushes of one session that nobody waits on (turn starts
+ * and ends, a runner-host lost), ms. A list may show a busy session up to this much behind; a
+ * quiet session's change is pushed at once. Creates, closes, resumes, restores, loads and
+ * rebinds are pushed before they are answered, whatever the interval.
+ */
+export const INDEX_INTERVAL_MS = 1_000;
+/**
  * How long a dropped runner link may stay away while work is pending before the turn fails, ms:
  * long enough for a runner-host to reconnect after a deploy or object restart, short enough that
  * a lost runner-host surfaces quickly.
@@ -62,6 +69,8 @@ export class SessionObject extends DurableObject<Env> {
   readonly #link: RunnerLink;
   readonly #runtime: RuntimeCalls;
   readonly #sync: SessionSync;
+  /** When this instance last pushed to the tenant index (ms since epoch; 0: not yet). */
+  #lastIndexPush = 0;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -83,7 +92,7 @@ export class SessionObject extends DurableObject<Env> {
     });
     if (r.ok) {
       this.ctx.storage.kv.put(HOME_REGION_KEY, region);
-      await this.#pushIndex();
+      await this.#pushIndex(true);
     }
     return r;
   }
@@ -115,13 +124,13 @@ export class SessionObject extends DurableObject<Env> {
       this.#subs.endAll("restored from a checkpoint");
       return toSession(this.#state.require());
     });
-    if (r.ok) await this.#pushIndex();
+    if (r.ok) await this.#pushIndex(true);
     return r;
   }
 
   async load(tenant: string, id: string): Promise<Result<boolean>> {
     const r = await asResultAsync(() => this.#sync.load(tenant, id));
-    if (r.ok && r.value) await this.#pushIndex();
+    if (r.ok && r.value) await this.#pushIndex(true);
     return r;
   }
 
@@ -156,7 +165,7 @@ export class SessionObject extends DurableObject<Env> {
       if (!admitted.ok) return admitted;
     }
     const running = this.#turns.running()?.event_id;
-    return this.#commit(() => {
+    return this.#commit(false, () => {
       const change = this.#state.send(input, limits, now(), traceparent);
       if (input.type === "user.interrupt" && running && change.events.length > 0) {
         this.#link.push({ t: "interrupt", turn: running });
@@ -166,7 +175,7 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async resume(): Promise<Result<Session>> {
-    return this.#commit(() =>
+    return this.#commit(true, () =>
       this.#state.storage.transactionSync(() => {
         const change = this.#state.resume(now());
         // Restored from the last completed checkpoint: the harness re-opens from that state.
@@ -178,7 +187,7 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async close(): Promise<Result<Status>> {
-    return this.#commit(() =>
+    return this.#commit(true, () =>
       this.#state.storage.transactionSync(() => {
         const change = this.#state.close(now());
         if (change.events.length > 0) this.#link.release("session closed");
@@ -190,7 +199,7 @@ export class SessionObject extends DurableObject<Env> {
   /** `POST /executors` with `session`: the runtime binding `alias` now routes to `executor`. */
   async rebind(alias: string, tools: Tool[], executor: string): Promise<Result<void>> {
     const r = asResult(() => this.#state.storage.transactionSync(() => this.#runtime.rebind(alias, tools, executor, now())));
-    if (r.ok) await this.#pushIndex();
+    if (r.ok) await this.#pushIndex(true);
     return r;
   }
 
@@ -275,7 +284,9 @@ export class SessionObject extends DurableObject<Env> {
         await this.#armAlarm(due);
       }
     }
-    await this.#afterChange();
+    await this.#schedule();
+    // The alarm is when a coalesced or failed push is due.
+    await this.#pushIndex(true);
     await this.#sync.alarm();
   }
 
@@ -459,13 +470,16 @@ export class SessionObject extends DurableObject<Env> {
     await this.#pushIndex();
   }
 
-  /** Runs a state change, publishes what it appended, moves work on, updates the tenant index. */
-  async #commit<T>(fn: () => Change<T>): Promise<Result<T>> {
+  /**
+   * Runs a state change, publishes what it appended, moves work on, updates the tenant index
+   * (`urgent`: before answering, whatever the push interval).
+   */
+  async #commit<T>(urgent: boolean, fn: () => Change<T>): Promise<Result<T>> {
     return asResultAsync(async () => {
       const change = fn();
       this.#publish(change.events);
       await this.#schedule();
-      if (change.events.length > 0) await this.#pushIndex();
+      if (change.events.length > 0) await this.#pushIndex(urgent);
       return change.value;
     });
   }
@@ -494,11 +508,20 @@ export class SessionObject extends DurableObject<Env> {
     if (current === null || current > at) await this.ctx.storage.setAlarm(at);
   }
 
-  /** Pushes the current summary to the tenant index; on failure an alarm retries until it lands. */
-  async #pushIndex(): Promise<void> {
+  /**
+   * Pushes the current summary to the tenant index; on failure an alarm retries until it lands.
+   * Pushes are at least INDEX_INTERVAL_MS apart unless `urgent`: a change inside the interval is
+   * left to an alarm at its end, which pushes whatever the row is then (one push for a turn's
+   * `running` and `idle`, or for a burst of turns). What is owed is durable (`indexed_version` <
+   * `version`), so an eviction before that alarm only delays the push to the object's next wake.
+   */
+  async #pushIndex(urgent = false): Promise<void> {
     await this.#sync.changed();
     const row = this.#state.row();
     if (!row || row.indexed_version >= row.version) return;
+    const due = this.#lastIndexPush + INDEX_INTERVAL_MS;
+    if (!urgent && Date.now() < due) return this.#armAlarm(due);
+    this.#lastIndexPush = Date.now();
     try {
       await this.env.TENANTS.getByName(row.tenant).upsert(row.id, row.version, toSession(row), row.tenant);
       this.#state.markIndexed(row.version);

@@ -6,7 +6,7 @@
  */
 import { runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { RUNNER_PROTOCOL, type LinkDown, type LinkUp } from "../../src/shared/runner-protocol.ts";
+import { RUNNER_PROTOCOL, type LinkDown, type LinkUp, type NumberedUp } from "../../src/shared/runner-protocol.ts";
 import { POOL_NAME } from "../../src/runner/pool-name.ts";
 import type { Event } from "../../src/shared/api-schema.ts";
 import { api, createSession, env, sendMessage, sessionStub, withTimeout } from "./helpers.ts";
@@ -84,8 +84,8 @@ describe("runner link batch frames", () => {
     expect(run.turn).toBe(input.id);
     first.send({ t: "ack", down: run.seq });
 
-    const assistant = { t: "assistant", seq: 2, turn: input.id, text: "hello", usage: USAGE, stop_reason: "stop" } as const;
-    const native = { t: "native", seq: 3, records: [{ role: "assistant", text: "hello" }] } as const;
+    const assistant: NumberedUp = { t: "assistant", seq: 2, turn: input.id, text: "hello", usage: USAGE, stop_reason: "stop" };
+    const native: NumberedUp = { t: "native", seq: 3, records: [{ role: "assistant", text: "hello" }] };
     first.send({ t: "batch", msgs: [assistant, native] });
     expect(await first.box.next((m) => m.t === "ack" && m.up === 3, "one ack for the batch")).toEqual({ t: "ack", up: 3 });
     expect(first.box.got.filter((m) => m.t === "ack" && m.up > 1)).toEqual([{ t: "ack", up: 3 }]); // none for seq 2 alone

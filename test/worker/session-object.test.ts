@@ -3,7 +3,7 @@
  * `runInDurableObject`: lifecycle, the event log's record sizes and chunk rows, `log_bytes`, the
  * byte cap of one read, and the summary pushed to the TenantObject.
  */
-import { evictDurableObject, runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { Event, EventList, Session } from "../../src/shared/api-schema.ts";
 import { newId } from "../../src/shared/ids.ts";
@@ -292,6 +292,26 @@ describe("tenant index (GET /sessions is served by the TenantObject)", () => {
     expect(after).toHaveLength(1);
     expect(after[0]).toEqual(ok<Session>(await stub.get()));
     expect(after[0]!.status).toBe("closed");
+  });
+
+  it("coalesces pushes nobody waits on within the push interval; the alarm pushes the latest, and close is pushed at once", async () => {
+    const tenant = `idx-${newId()}`;
+    const { n, stub } = freshSession({ tenant });
+    const created = ok<Session>(await stub.create(n));
+    // Two messages right after the create: inside the interval, so the list still holds the create.
+    ok(await stub.send({ type: "user.message", text: "one" }));
+    ok(await stub.send({ type: "user.message", text: "two" }));
+    const now = ok<Session>(await stub.get());
+    expect(now.updated_at > created.updated_at).toBe(true);
+    expect(await list(tenant)).toEqual([created]);
+    // The push owed is durable and armed: the object's alarm brings the list up to date.
+    expect(await runInDurableObject(stub, (_, state) => state.storage.getAlarm())).not.toBeNull();
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await list(tenant)).toEqual([now]);
+    // A close is answered only once the list shows it, interval or not.
+    ok(await stub.close());
+    expect((await list(tenant))[0]!.status).toBe("closed");
+    expect(await list(tenant)).toEqual([ok<Session>(await stub.get())]);
   });
 
   it("ignores a push older than the version it holds", async () => {
