@@ -1,13 +1,14 @@
 /**
  * The session row (`SELECT * FROM session`), held in memory between the steps of one object
- * instance instead of being read again at every step.
+ * instance instead of being read again at every step; and a few other hot reads (`memo`, e.g. the
+ * running input), each held until a statement writes its table.
  *
  * Lifecycle: SQLite stays the only truth. A new object instance (first request, after eviction or
  * a restart) starts with nothing cached and reads the row on first use. Writes keep the copy equal
  * to the table:
  * - `SessionState.set` writes named columns and patches the copy with the same values;
  * - any other statement that writes the `session` table through the wrapped storage (importer,
- *   lease renewal, rebind) drops the copy, so the next read goes to SQLite;
+ *   rebind) drops the copy, so the next read goes to SQLite (and likewise a memo's table);
  * - a transaction that throws (and so rolls back) drops the copy, which may hold a value the
  *   rollback undid.
  * A patch replaces the cached object instead of changing it, so a caller holding an earlier row
@@ -20,14 +21,16 @@ import type { SessionRow } from "./record.ts";
 
 export type Storage = Pick<DurableObjectStorage, "sql" | "transactionSync">;
 
-/** Statements that change the `session` table: they make the cached copy stale. */
-const WRITES_SESSION = /^\s*(?:UPDATE|INSERT(?:\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO|DELETE\s+FROM)\s+session\b/i;
+/** A statement that changes a table, and which table (group 1). */
+const WRITES = /^\s*(?:UPDATE|INSERT(?:\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO|DELETE\s+FROM)\s+(\w+)/i;
 
 const caches = new WeakMap<SqlStorage, RowCache>();
 
 export class RowCache {
   /** `null`: not read since the last drop; `undefined`: read, and there is no session row. */
   #row: SessionRow | undefined | null = null;
+  /** Memoised reads by table, then by name. */
+  readonly #memos = new Map<string, Map<string, unknown>>();
   readonly #sql: SqlStorage;
 
   private constructor(sql: SqlStorage) {
@@ -52,8 +55,24 @@ export class RowCache {
     if (this.#row) this.#row = { ...this.#row, ...fields };
   }
 
+  /** `read()`, kept until a statement writes `table` (through the wrapped storage) or a rollback. */
+  memo<T>(table: string, name: string, read: () => T): T {
+    let m = this.#memos.get(table);
+    if (!m) this.#memos.set(table, (m = new Map()));
+    if (m.has(name)) return m.get(name) as T;
+    const v = read();
+    m.set(name, v);
+    return v;
+  }
+
   drop(): void {
     this.#row = null;
+    this.#memos.clear();
+  }
+
+  #wrote(table: string): void {
+    if (table === "session") this.#row = null;
+    else this.#memos.get(table)?.clear();
   }
 
   /**
@@ -65,7 +84,8 @@ export class RowCache {
     const sql = {
       exec: (query: string, ...bindings: unknown[]) => {
         const cursor = raw.exec(query, ...bindings);
-        if (WRITES_SESSION.test(query)) this.drop();
+        const w = WRITES.exec(query);
+        if (w) this.#wrote(w[1]!.toLowerCase());
         return cursor;
       },
       get databaseSize() {

@@ -38,6 +38,11 @@ export class SessionState {
     return this.#row.read();
   }
 
+  /** A read held in memory until `table` is written (row-cache.ts). */
+  memo<T>(table: string, name: string, read: () => T): T {
+    return this.#row.memo(table, name, read);
+  }
+
   /** Writes these columns of the session row (and the cached copy). */
   set(fields: Partial<SessionRow>): void {
     this.#row.set(fields);
@@ -217,8 +222,8 @@ export class SessionState {
    * checkpoint artifact), in bytes.
    */
   storedBytes(): number {
-    const log = this.require().log_bytes;
-    return log + this.#storage.sql.exec<{ b: number }>("SELECT COALESCE(SUM(bytes), 0) AS b FROM native").one().b;
+    const native = this.memo("native", "bytes", () => this.#storage.sql.exec<{ b: number }>("SELECT COALESCE(SUM(bytes), 0) AS b FROM native").one().b);
+    return this.require().log_bytes + native;
   }
 
   /** Appends one retained event and advances the history size. Call inside a transaction. */

@@ -45,14 +45,15 @@ export class Turns {
     return this.#s.storage.sql;
   }
 
+  /** Read once per change of `inputs`: every delta and runner message asks. */
   running(): RunningInput | undefined {
-    return this.#sql
-      .exec<RunningInput>("SELECT event_id, text, traceparent, accepted_at FROM inputs WHERE state = 'running'")
-      .toArray()[0];
+    return this.#s.memo("inputs", "running", () =>
+      this.#sql.exec<RunningInput>("SELECT event_id, text, traceparent, accepted_at FROM inputs WHERE state = 'running'").toArray()[0],
+    );
   }
 
   hasQueued(): boolean {
-    return this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs WHERE state = 'queued'").one().n > 0;
+    return this.#s.memo("inputs", "queued", () => this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs WHERE state = 'queued'").one().n > 0);
   }
 
   /** Starts the oldest queued input: `running` (with its event) unless already running. */
