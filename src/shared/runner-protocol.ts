@@ -52,7 +52,11 @@ export const CapacitySchema = z.strictObject({
   /** Sessions this runner-host keeps warm (attached or cached) and its `limits.loaded`. */
   loaded: z.number().int().nonnegative(),
   loaded_limit: z.number().int().positive(),
-  /** Loaded sessions with no running turn: what it can drop to take a new one. */
+  /**
+   * Loaded sessions with no running turn: what it can drop to take a new one. A `status` is sent
+   * when whether any is idle changes, not at every change of the count, so the pool may hold a
+   * stale count of the right sign.
+   */
   idle: z.number().int().nonnegative(),
 });
 export type Capacity = z.infer<typeof CapacitySchema>;
