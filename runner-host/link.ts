@@ -5,10 +5,10 @@
  * Invariants:
  * - Up messages are numbered from 1 for the lease and kept until the object acks them
  *   (acks are cumulative); after a reconnect every unacked one is resent, in order, after `hello`.
- * - Numbered messages sent in one turn of the event loop leave together, at the end of it, as one
- *   `batch` frame (a turn's `assistant`, `native` and `turn_end` usually do): the object applies
- *   them in one transaction and acks once. A live message flushes what is waiting first, so the
- *   order on the socket is the order of the calls.
+ * - Messages sent in one turn of the event loop (numbered and live) leave together, in order, at
+ *   the end of it, as one `batch` frame (a turn's last delta, `assistant`, `native` and `turn_end`
+ *   usually do): the object applies them in one transaction, publishes them in one push and acks
+ *   once. Acks of down messages wait up to ACK_DELAY_MS for such a frame to ride in.
  * - Down messages are applied once, in order: a seq already applied is only re-acked; a gap
  *   (never expected on one ordered socket) drops the socket so the object resends from `hello`.
  * - `delta` and `progress` are live-only: sent when the socket is open, otherwise lost.
@@ -36,6 +36,12 @@ export type { NumberedUp };
  * records stays a modest WebSocket message; one message larger than this goes alone, as before.
  */
 const BATCH_CHARS = 1024 * 1024;
+/**
+ * How long an ack of down messages may wait for an up frame to ride in, ms. A `run` is followed
+ * by the turn's first delta within milliseconds, so its ack costs no frame of its own; the object
+ * only trims its resend outbox by acks, so a later ack delays nothing.
+ */
+const ACK_DELAY_MS = 50;
 /** A numbered up message before the link assigns its seq. */
 export type UpBody = NumberedUp extends infer M ? (M extends NumberedUp ? Omit<M, "seq"> : never) : never;
 export type LiveUp = Extract<LinkUp, { t: "delta" | "progress" | "credential" }>;
@@ -67,9 +73,10 @@ export class SessionLink {
   #ws: WebSocket | undefined;
   #nextUp = 1;
   #unacked: NumberedUp[] = [];
-  /** Numbered messages of this event-loop turn not yet written, as JSON; flushed by `#flush`. */
+  /** Messages of this event-loop turn not yet written, as JSON, in order; written by `#flush`. */
   #pending: string[] = [];
   #flushQueued: NodeJS.Immediate | undefined;
+  #ackTimer: NodeJS.Timeout | undefined;
   #acked = 0;
   #applied = 0;
   #ended = false;
@@ -116,15 +123,26 @@ export class SessionLink {
   /** Sends a live-only message if the socket is open; false when it was dropped. */
   sendLive(m: LiveUp): boolean {
     if (!this.isOpen) return false;
-    this.#flush();
-    this.#ws!.send(JSON.stringify(m));
+    if (m.t === "credential") {
+      // Not a batch item: it goes as itself, after what is waiting.
+      this.#flush();
+      this.#ws!.send(JSON.stringify(m));
+      return true;
+    }
+    this.#pending.push(JSON.stringify(m));
+    this.#flushQueued ??= setImmediate(() => this.#flush());
     return true;
   }
 
-  /** Writes the waiting numbered messages: one alone as itself, several as `batch` frames. */
+  /** Writes what is waiting (and an ack that is due): one message alone as itself, more as `batch` frames. */
   #flush(): void {
     clearImmediate(this.#flushQueued);
     this.#flushQueued = undefined;
+    if (this.#ackQueued) {
+      clearTimeout(this.#ackTimer);
+      this.#ackQueued = false;
+      this.#pending.push(JSON.stringify({ t: "ack", down: this.#applied } satisfies LinkUp));
+    }
     const out = this.#pending;
     if (out.length === 0) return;
     this.#pending = [];
@@ -170,8 +188,11 @@ export class SessionLink {
       clearTimeout(this.#giveUp);
       this.#giveUp = undefined;
       this.#raw({ t: "hello", down: this.#applied });
-      // Everything unacked goes again, so what was waiting for the flush is in it.
+      // Everything unacked goes again, so what was waiting for the flush is in it (live messages
+      // of a dropped socket are lost, as they would have been; hello carries the ack).
       this.#pending = [];
+      clearTimeout(this.#ackTimer);
+      this.#ackQueued = false;
       writeFrames(ws, this.#unacked.map((m) => JSON.stringify(m)));
       this.#o.onConnected?.();
     });
@@ -234,14 +255,11 @@ export class SessionLink {
     for (const w of [...this.#ackWaiters]) if (w.seq <= up) w.resolve(true);
   }
 
-  /** One cumulative ack per burst of down messages. */
+  /** One cumulative ack per burst of down messages, in the next frame or after ACK_DELAY_MS. */
   #queueAck(): void {
     if (this.#ackQueued) return;
     this.#ackQueued = true;
-    queueMicrotask(() => {
-      this.#ackQueued = false;
-      this.#raw({ t: "ack", down: this.#applied });
-    });
+    this.#ackTimer = setTimeout(() => this.#flush(), ACK_DELAY_MS);
   }
 
   #raw(m: LinkUp): void {
@@ -249,7 +267,7 @@ export class SessionLink {
   }
 }
 
-/** Numbered messages (JSON, consecutive seqs) in as few frames as MAX_BATCH and BATCH_CHARS allow. */
+/** Messages (JSON, numbered ones with consecutive seqs) in as few frames as MAX_BATCH and BATCH_CHARS allow. */
 function writeFrames(ws: WebSocket, msgs: string[]): void {
   let i = 0;
   while (i < msgs.length) {

@@ -12,7 +12,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
 import type { Event, EventList, Input, Session, Status } from "../shared/api-schema.ts";
 import { asResult, asResultAsync, conflict, ERROR_STATUS, overloaded, unauthorized, type Result } from "../shared/errors.ts";
-import { LEASE_GONE_CLOSE_CODE, LinkUpSchema, PING, PONG, type NumberedUp } from "../shared/runner-protocol.ts";
+import { LEASE_GONE_CLOSE_CODE, LinkUpSchema, PING, PONG, type BatchItem, type NumberedUp } from "../shared/runner-protocol.ts";
 import { log } from "../log.ts";
 import { scheduleExport } from "../metrics/exporter.ts";
 import { metrics } from "../metrics/registry.ts";
@@ -327,52 +327,64 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   /**
-   * Applies numbered runner messages (one, or a `batch` frame's) in one transaction, acks the last
-   * once, then publishes what they appended in one push and moves work on.
+   * Applies runner messages (one numbered message, or a `batch` frame's items, in order) in one
+   * transaction: numbered ones once each (each in its own savepoint), live ones as events to
+   * publish, acks. Then one ack up to the last seq, and one publication of everything, in order.
    */
-  async #applyRunner(ws: WebSocket, msgs: NumberedUp[]): Promise<void> {
+  async #applyRunner(ws: WebSocket, items: BatchItem[]): Promise<void> {
     const { limits } = (await getRuntime(this.env)).config;
     const at = now();
-    const last = msgs.at(-1)!.seq;
-    const done = this.#state.storage.transactionSync((): { applied: { m: NumberedUp; a: Applied }[]; failed?: { m: NumberedUp; e: unknown }; gap?: true } => {
-      const applied: { m: NumberedUp; a: Applied }[] = [];
-      for (const m of msgs) {
+    type Done = { out: (LoggedEvent | Event)[]; applied: { m: NumberedUp; a: Applied }[]; failed?: { m: NumberedUp; e: unknown }; gap?: true };
+    const done = this.#state.storage.transactionSync((): Done => {
+      const d: Done = { out: [], applied: [] };
+      for (const m of items) {
+        if (m.t === "ack") {
+          this.#link.acked(m.down, false);
+          continue;
+        }
+        if (m.t === "delta" || m.t === "progress") {
+          const e = this.#turns.live(m, at);
+          if (e) d.out.push(e);
+          continue;
+        }
         let a;
         try {
           a = this.#turns.apply(m, at, limits.session_bytes);
         } catch (e) {
           // That message alone was rolled back; what came before it in the frame stays applied.
-          return { applied, failed: { m, e } };
+          return { ...d, failed: { m, e } };
         }
         // Seqs in a frame are consecutive, so a gap can only be at its first new message.
-        if (a === "gap") return { applied, gap: true };
-        if (a !== "duplicate") applied.push({ m, a });
+        if (a === "gap") return { ...d, gap: true };
+        if (a === "duplicate") continue;
+        d.applied.push({ m, a });
+        d.out.push(...a.events);
       }
-      return { applied };
+      return d;
     });
-    const applied = done.applied.map((x) => x.a);
-    const events = applied.flatMap((a) => a.events);
-    this.#publish(events);
+    const last = items.findLast((m) => "seq" in m) as NumberedUp | undefined;
+    this.#publish(done.out);
     if (done.failed) {
       // A local write failure (a record over 4 MiB, a full log, storage trouble): the turn fails
       // and the frame counts as applied, so the runner-host's resend is not retried forever.
       const { m, e } = done.failed;
       log("error", "could not record a runner message", { session_id: this.#state.row()?.id, t: m.t, error: String(e) });
-      this.#state.set({ up_seq: Math.max(this.#state.require().up_seq, last) });
-      this.#link.ackUp(ws, last);
+      this.#state.set({ up_seq: Math.max(this.#state.require().up_seq, last!.seq) });
+      this.#link.ackUp(ws, last!.seq);
       this.#loseRunner(`local write failure: ${e instanceof Error ? e.message : String(e)}`);
       await this.#afterChange();
       return;
     }
     if (done.gap) return ws.close(1008, "link sequence gap");
-    this.#link.ackUp(ws, Math.min(last, this.#state.require().up_seq));
-    if (applied.length === 0) return;
+    if (last) this.#link.ackUp(ws, Math.min(last.seq, this.#state.require().up_seq));
+    if (done.applied.length === 0) return;
     for (const { m } of done.applied) {
       if (m.t === "tool_call" && m.dispatched) await this.#runtime.dispatch(m.call.id, m.call.name, m.call.arguments);
     }
+    const applied = done.applied.map((x) => x.a);
     if (applied.some((a) => a.detached)) this.#state.storage.transactionSync(() => this.#link.release("runner-host detached"));
     if (applied.some((a) => a.opened || a.next || a.detached)) await this.#schedule();
-    if (events.length > 0) await this.#pushIndex();
+    if (applied.some((a) => a.events.length > 0)) await this.#pushIndex();
   }
 
   /** A (re)connected link: the first hello of a lease opens; a later one resends what is unacked. */
@@ -484,12 +496,15 @@ export class SessionObject extends DurableObject<Env> {
     });
   }
 
-  #publish(events: LoggedEvent[]): void {
+  /** Publishes, in order, events the log recorded (with cursors) and live-only ones. */
+  #publish(out: (LoggedEvent | Event)[]): void {
+    if (out.length === 0) return;
+    const events = out.filter((x): x is LoggedEvent => "seq" in x);
+    const row = this.#state.require();
+    this.#subs.publish(out.map((x) => ("seq" in x ? this.#state.withCursor(row, x.seq, x.event) : x)));
     if (events.length === 0) return;
     metrics.counter("svc.transcript.bytes").add(events.reduce((n, l) => n + l.bytes, 0));
     scheduleExport(this.env, (p) => this.ctx.waitUntil(p));
-    const row = this.#state.require();
-    this.#subs.publish(events.map((l) => this.#state.withCursor(row, l.seq, l.event)));
     // Streams opened with an inspection token end with their tool call; executors stop working on it.
     const ended = events.filter((l) => l.event.type === "tool.result").map((l) => String(l.event.data.call_id));
     for (const id of ended) this.#subs.endCall(id);

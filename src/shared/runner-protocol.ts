@@ -213,7 +213,17 @@ const NumberedUpSchemas = [
 export const NumberedUpSchema = z.discriminatedUnion("t", [...NumberedUpSchemas]);
 export type NumberedUp = z.infer<typeof NumberedUpSchema>;
 
-/** Most numbered messages one `batch` frame carries. */
+/** Live-only, not numbered: lost deltas are not resent (the assistant message carries all). */
+const DeltaSchema = z.strictObject({ t: z.literal("delta"), turn: Turn, text: z.string() });
+const ProgressSchema = z.strictObject({ t: z.literal("progress"), turn: Turn, call_id: Hex32, data: z.unknown() });
+/** The last down `seq` the runner-host applied (cumulative). */
+const AckUpSchema = z.strictObject({ t: z.literal("ack"), down: z.number().int().nonnegative() });
+
+/** What a `batch` frame may carry: numbered messages, live ones and acks. */
+export const BatchItemSchema = z.discriminatedUnion("t", [...NumberedUpSchemas, DeltaSchema, ProgressSchema, AckUpSchema]);
+export type BatchItem = z.infer<typeof BatchItemSchema>;
+
+/** Most messages one `batch` frame carries. */
 export const MAX_BATCH = 64;
 
 export const LinkUpSchema = z.discriminatedUnion("t", [
@@ -221,22 +231,26 @@ export const LinkUpSchema = z.discriminatedUnion("t", [
   z.strictObject({ t: z.literal("hello"), down: z.number().int().nonnegative() }),
   ...NumberedUpSchemas,
   /**
-   * Several numbered messages in one frame, consecutive seqs in order (a turn's `assistant`,
-   * `native` and `turn_end`; a resend after a reconnect). Each keeps its own seq, so duplicates
-   * and acks work item by item; the object applies the frame in one transaction and acks it once.
+   * Several messages in one frame, in the order they were sent: what the runner-host sent in one
+   * turn of its event loop (a turn's last delta, `assistant`, `native` and `turn_end`; a resend
+   * after a reconnect; an ack riding along). Numbered ones keep their own seqs, consecutive and
+   * ascending, so duplicates work message by message; the object applies the frame in one
+   * transaction, publishes it in one push and acks its last seq once.
    */
   z.strictObject({
     t: z.literal("batch"),
     msgs: z
-      .array(NumberedUpSchema)
+      .array(BatchItemSchema)
       .min(2)
       .max(MAX_BATCH)
-      .refine((ms) => ms.every((m, i) => i === 0 || m.seq === ms[i - 1]!.seq + 1), "msgs: seqs must be consecutive and ascending"),
+      .refine((ms) => {
+        const seqs = ms.flatMap((m) => ("seq" in m ? [m.seq] : []));
+        return seqs.every((n, i) => i === 0 || n === seqs[i - 1]! + 1);
+      }, "msgs: the numbered messages' seqs must be consecutive and ascending"),
   }),
-  /** Live-only, not numbered: lost deltas are not resent (the assistant message carries all). */
-  z.strictObject({ t: z.literal("delta"), turn: Turn, text: z.string() }),
-  z.strictObject({ t: z.literal("progress"), turn: Turn, call_id: Hex32, data: z.unknown() }),
-  z.strictObject({ t: z.literal("ack"), down: z.number().int().nonnegative() }),
+  DeltaSchema,
+  ProgressSchema,
+  AckUpSchema,
   /** Not numbered: asks for the session's credential override for this open host-tool call. */
   z.strictObject({ t: z.literal("credential"), call_id: Hex32 }),
 ]);

@@ -50,8 +50,8 @@ export class FakeSession {
   /** Every `down` the runner-host acked, in order. */
   readonly acks = new Waiter<number>();
   duplicates = 0;
-  /** The seqs of every `batch` frame received, in order. */
-  readonly batches: number[][] = [];
+  /** Every `batch` frame received, in order: the seq of each numbered item, the `t` of the others. */
+  readonly batches: (number | string)[][] = [];
   /** performance.now() of the first delta of each turn. */
   readonly deltaTimes = new Map<string, number>();
   autoAck = true;
@@ -116,9 +116,12 @@ export class FakeSession {
       return;
     }
     if (m.t === "batch") {
-      this.batches.push(m.msgs.map((x) => x.seq));
-      for (const x of m.msgs) this.#applyUp(x);
-      if (this.autoAck) this.ack();
+      this.batches.push(m.msgs.map((x) => ("seq" in x ? x.seq : x.t)));
+      for (const x of m.msgs) {
+        if ("seq" in x) this.#applyUp(x);
+        else this.#onUp(ws, x);
+      }
+      if (this.autoAck && m.msgs.some((x) => "seq" in x)) this.ack();
       return;
     }
     if (!("seq" in m)) {

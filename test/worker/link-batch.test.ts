@@ -2,6 +2,7 @@
  * The runner link's `batch` frame at the SessionObject (src/shared/runner-protocol.ts): several
  * numbered messages in one frame are applied once each, in one transaction, and acked once; after
  * a link drop the runner-host resends what it has not seen acked, and nothing is lost or doubled.
+ * Live messages and acks may ride in a frame; they are published or applied in their place.
  * The test plays the runner-host: a control socket at the pool, then the session's link socket.
  */
 import { runInDurableObject } from "cloudflare:test";
@@ -96,7 +97,17 @@ describe("runner link batch frames", () => {
     const second = await link(s.id, lease);
     expect(await second.box.next((m) => m.t === "ack", "the ack on accept")).toEqual({ t: "ack", up: 3 });
     second.send({ t: "hello", down: run.seq });
-    second.send({ t: "batch", msgs: [assistant, native, { t: "turn_end", seq: 4, turn: input.id, status: "completed" }] });
+    // Live messages and an ack may ride in a frame too; they are never stored.
+    second.send({
+      t: "batch",
+      msgs: [
+        { t: "ack", down: run.seq },
+        { t: "delta", turn: input.id, text: "hel" },
+        assistant,
+        native,
+        { t: "turn_end", seq: 4, turn: input.id, status: "completed" },
+      ],
+    });
     await second.box.next((m) => m.t === "ack" && m.up === 4, "the ack of the resent batch");
 
     const log = await events(s.id);
