@@ -21,6 +21,8 @@ type StoredGrant = Omit<ProviderGrant, "key">;
 export class RunnerLink {
   readonly #ctx: DurableObjectState;
   readonly #s: SessionState;
+  /** Runner sockets' leases as read from their attachments (per instance; saves a deserialise per message). */
+  readonly #leases = new WeakMap<WebSocket, number>();
 
   constructor(ctx: DurableObjectState, state: SessionState) {
     this.#ctx = ctx;
@@ -28,6 +30,7 @@ export class RunnerLink {
   }
 
   isRunnerSocket(ws: WebSocket): boolean {
+    if (this.#leases.has(ws)) return true;
     try {
       return this.#ctx.getTags(ws).includes(TAG);
     } catch {
@@ -36,8 +39,11 @@ export class RunnerLink {
     }
   }
 
+  /** From the attachment (the truth, kept across hibernation), read once per socket and instance. */
   leaseOf(ws: WebSocket): number {
-    return (ws.deserializeAttachment() as { lease: number }).lease;
+    let lease = this.#leases.get(ws);
+    if (lease === undefined) this.#leases.set(ws, (lease = (ws.deserializeAttachment() as { lease: number }).lease));
+    return lease;
   }
 
   socket(): WebSocket | undefined {

@@ -37,6 +37,7 @@ import m0003 from "../../migrations/session/0003_ended_calls.sql";
 import m0004 from "../../migrations/session/0004_bindings.sql";
 import m0005 from "../../migrations/session/0005_sync.sql";
 import { RuntimeCalls } from "./runtime-calls.ts";
+import type { TenantObject } from "../tenant/tenant-object.ts";
 import type { Tool } from "../shared/api-schema.ts";
 import type { ToolResult } from "../shared/result-schema.ts";
 
@@ -71,6 +72,7 @@ export class SessionObject extends DurableObject<Env> {
   readonly #sync: SessionSync;
   /** When this instance last pushed to the tenant index (ms since epoch; 0: not yet). */
   #lastIndexPush = 0;
+  #tenantStub: { tenant: string; stub: DurableObjectStub<TenantObject> } | undefined;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -461,6 +463,12 @@ export class SessionObject extends DurableObject<Env> {
     await this.#pool(order[0]!).place(name, lease, harness, true);
   }
 
+  /** The TenantObject's stub, made once per instance: naming an object hashes its name. */
+  #tenantIndex(tenant: string) {
+    if (this.#tenantStub?.tenant !== tenant) this.#tenantStub = { tenant, stub: this.env.TENANTS.getByName(tenant) };
+    return this.#tenantStub.stub;
+  }
+
   #pool(region: string) {
     return this.env.RUNNERS.getByName(poolName(region));
   }
@@ -538,7 +546,7 @@ export class SessionObject extends DurableObject<Env> {
     if (!urgent && Date.now() < due) return this.#armAlarm(due);
     this.#lastIndexPush = Date.now();
     try {
-      await this.env.TENANTS.getByName(row.tenant).upsert(row.id, row.version, toSession(row), row.tenant);
+      await this.#tenantIndex(row.tenant).upsert(row.id, row.version, toSession(row), row.tenant);
       this.#state.markIndexed(row.version);
     } catch (e) {
       log("warn", "tenant index push failed", { session_id: row.id, error: String(e) });
