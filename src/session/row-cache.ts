@@ -6,11 +6,15 @@
  * Lifecycle: SQLite stays the only truth. A new object instance (first request, after eviction or
  * a restart) starts with nothing cached and reads the row on first use. Writes keep the copy equal
  * to the table:
- * - `SessionState.set` writes named columns and patches the copy with the same values;
+ * - `SessionState.set` patches the copy and writes the named columns; inside a transaction the
+ *   columns are collected and written in one UPDATE when the outermost transaction ends (before it
+ *   commits), so a step that moves several columns (`up_seq`, `log_bytes`, `status`, ...) costs
+ *   one statement; a statement through the wrapped storage that names the `session` table writes
+ *   the collected columns first;
  * - any other statement that writes the `session` table through the wrapped storage (importer,
  *   rebind) drops the copy, so the next read goes to SQLite (and likewise a memo's table);
- * - a transaction that throws (and so rolls back) drops the copy, which may hold a value the
- *   rollback undid.
+ * - a transaction that throws (and so rolls back) puts the copy and the collected columns back as
+ *   they were when it began, and drops the memos.
  * A patch replaces the cached object instead of changing it, so a caller holding an earlier row
  * (e.g. the version an index push is about) keeps that snapshot.
  *
@@ -23,6 +27,8 @@ export type Storage = Pick<DurableObjectStorage, "sql" | "transactionSync">;
 
 /** A statement that changes a table, and which table (group 1). */
 const WRITES = /^\s*(?:UPDATE|INSERT(?:\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO|DELETE\s+FROM)\s+(\w+)/i;
+/** A statement that reads or writes the `session` table. */
+const NAMES_SESSION = /\bsession\b/i;
 
 const caches = new WeakMap<SqlStorage, RowCache>();
 
@@ -31,6 +37,10 @@ export class RowCache {
   #row: SessionRow | undefined | null = null;
   /** Memoised reads by table, then by name. */
   readonly #memos = new Map<string, Map<string, unknown>>();
+  /** Columns set inside the current transaction, not written yet. */
+  #dirty: Partial<SessionRow> | undefined;
+  /** Nesting depth of transactions through the wrapped storage. */
+  #depth = 0;
   readonly #sql: SqlStorage;
 
   private constructor(sql: SqlStorage) {
@@ -48,11 +58,29 @@ export class RowCache {
     return this.#row;
   }
 
-  /** Writes `fields` to the row and to the copy. Columns come from the row type, never from input. */
+  /**
+   * Sets `fields` in the copy and the row: at once outside a transaction, at the end of the
+   * outermost one inside. Columns come from the row type, never from input.
+   */
   set(fields: Partial<SessionRow>): void {
+    const row = this.read();
+    if (row) this.#row = { ...row, ...fields };
+    if (this.#depth > 0) {
+      this.#dirty = { ...this.#dirty, ...fields };
+      return;
+    }
+    this.#write({ ...this.#dirty, ...fields });
+  }
+
+  #write(fields: Partial<SessionRow>): void {
+    this.#dirty = undefined;
     const keys = Object.keys(fields) as (keyof SessionRow)[];
+    if (keys.length === 0) return;
     this.#sql.exec(`UPDATE session SET ${keys.map((k) => `${k} = ?`).join(", ")}`, ...keys.map((k) => fields[k] ?? null));
-    if (this.#row) this.#row = { ...this.#row, ...fields };
+  }
+
+  #flush(): void {
+    if (this.#dirty) this.#write(this.#dirty);
   }
 
   /** `read()`, kept until a statement writes `table` (through the wrapped storage) or a rollback. */
@@ -65,11 +93,6 @@ export class RowCache {
     return v;
   }
 
-  drop(): void {
-    this.#row = null;
-    this.#memos.clear();
-  }
-
   #wrote(table: string): void {
     if (table === "session") this.#row = null;
     else this.#memos.get(table)?.clear();
@@ -77,12 +100,13 @@ export class RowCache {
 
   /**
    * The storage every session module uses: writes to `session` that bypass `set` drop the copy,
-   * and so does a transaction that throws.
+   * and a transaction that throws puts it back as it was.
    */
   wrap(storage: Storage): Storage {
     const raw = storage.sql;
     const sql = {
       exec: (query: string, ...bindings: unknown[]) => {
+        if (this.#dirty && NAMES_SESSION.test(query)) this.#flush();
         const cursor = raw.exec(query, ...bindings);
         const w = WRITES.exec(query);
         if (w) this.#wrote(w[1]!.toLowerCase());
@@ -95,11 +119,22 @@ export class RowCache {
     return {
       sql,
       transactionSync: <T>(fn: () => T): T => {
+        const before = { row: this.#row, dirty: this.#dirty };
+        this.#depth++;
         try {
-          return storage.transactionSync(fn);
+          return storage.transactionSync(() => {
+            const v = fn();
+            if (this.#depth === 1) this.#flush();
+            return v;
+          });
         } catch (e) {
-          this.drop();
+          // Rolled back (to the savepoint, when nested): what this transaction set is undone.
+          this.#row = before.row;
+          this.#dirty = before.dirty;
+          this.#memos.clear();
           throw e;
+        } finally {
+          this.#depth--;
         }
       },
     };

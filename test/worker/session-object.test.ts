@@ -267,6 +267,29 @@ describe("the session row held in memory (SQLite stays the truth)", () => {
     expect(await stored(stub)).toEqual(seen.cached);
   });
 
+  it("a nested transaction that rolls back undoes only its own columns; the outer one's are written at its end", async () => {
+    const { n, stub } = freshSession();
+    ok(await stub.create(n));
+    const seen = await runInDurableObject(stub, (_, state) => {
+      const s = new SessionState(state.storage);
+      const before = s.require();
+      s.storage.transactionSync(() => {
+        s.set({ down_seq: before.down_seq + 1 });
+        expect(() =>
+          s.storage.transactionSync(() => {
+            s.set({ up_seq: before.up_seq + 7, down_seq: before.down_seq + 9 });
+            throw new Error("inner rolled back");
+          }),
+        ).toThrow("inner rolled back");
+        s.set({ up_seq: before.up_seq + 1 });
+      });
+      return { before, cached: s.require() };
+    });
+    const row = await stored(stub);
+    expect([row.up_seq, row.down_seq]).toEqual([seen.before.up_seq + 1, seen.before.down_seq + 1]);
+    expect(seen.cached).toEqual(row);
+  });
+
   it("follows writes that bypass set (a raw UPDATE through the session storage)", async () => {
     const { n, stub } = freshSession();
     ok(await stub.create(n));
