@@ -72,6 +72,17 @@ export class RowCache {
     this.#write({ ...this.#dirty, ...fields });
   }
 
+  /**
+   * Sets `fields` in the copy now and in the row with the next write (the next `set` outside a
+   * transaction, the end of the next transaction). Only for columns where a stored value that is
+   * older is harmless when the instance goes away first (`indexed_version`: one redundant push).
+   */
+  setLater(fields: Partial<SessionRow>): void {
+    const row = this.read();
+    if (row) this.#row = { ...row, ...fields };
+    this.#dirty = { ...this.#dirty, ...fields };
+  }
+
   #write(fields: Partial<SessionRow>): void {
     this.#dirty = undefined;
     const keys = Object.keys(fields) as (keyof SessionRow)[];

@@ -268,9 +268,13 @@ export class SessionState {
     return { events, next_cursor: events.at(-1)?.cursor ?? cursor };
   }
 
-  /** Marks the index as holding `version`, unless a newer change happened meanwhile. */
+  /**
+   * Marks the index as holding `version`, unless a newer change happened meanwhile. Stored with the
+   * next write: an instance that goes away first only pushes that version once more (the index
+   * ignores a version it holds).
+   */
   markIndexed(version: number): void {
     const r = this.require();
-    if (version > r.indexed_version) this.set({ indexed_version: version });
+    if (version > r.indexed_version) this.#row.setLater({ indexed_version: version });
   }
 }

@@ -246,7 +246,7 @@ describe("the session row held in memory (SQLite stays the truth)", () => {
     expect((await stored(stub)).status).toBe("closed");
   });
 
-  it("is dropped when a transaction rolls back, so a value the rollback undid is never served", async () => {
+  it("is put back when a transaction rolls back, so a value the rollback undid is never served", async () => {
     const { n, stub } = freshSession();
     ok(await stub.create(n));
     const seen = await runInDurableObject(stub, (_, state) => {
@@ -264,7 +264,10 @@ describe("the session row held in memory (SQLite stays the truth)", () => {
     expect(seen.cached.status).toBe("idle");
     expect(seen.cached.version).toBe(seen.version);
     expect(ok<Session>(await stub.get()).status).toBe("idle");
-    expect(await stored(stub)).toEqual(seen.cached);
+    // `indexed_version` is the one column stored with the next write (an older value only repeats a push).
+    const { indexed_version: _, ...row } = await stored(stub);
+    const { indexed_version: __, ...cached } = seen.cached;
+    expect(row).toEqual(cached);
   });
 
   it("a nested transaction that rolls back undoes only its own columns; the outer one's are written at its end", async () => {
