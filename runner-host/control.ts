@@ -65,7 +65,12 @@ export class ControlClient {
     this.#connect();
   }
 
-  /** Sends a status if draining or capacity changed since the last one (coalesced per tick). */
+  /**
+   * Sends a status if what placement decides on changed since the last one (coalesced per tick):
+   * draining, `loaded`, `loaded_limit`, or whether any session is idle. How many are idle moves
+   * with every turn's start and end, but the pool only asks whether one is (room at the limit), so
+   * a busy runner-host does not send a status per turn. The figures sent are the current ones.
+   */
   statusChanged(): void {
     if (this.#statusQueued) return;
     this.#statusQueued = true;
@@ -73,10 +78,10 @@ export class ControlClient {
       this.#statusQueued = false;
       if (!this.connected) return; // the next hello carries the figures
       const { draining, capacity } = this.#o.state();
-      const text = JSON.stringify({ t: "status", draining, capacity } satisfies ControlUp);
-      if (text === this.#lastStatus) return;
-      this.#lastStatus = text;
-      this.#ws!.send(text);
+      const figures = placementFigures(draining, capacity);
+      if (figures === this.#lastStatus) return;
+      this.#lastStatus = figures;
+      this.#ws!.send(JSON.stringify({ t: "status", draining, capacity } satisfies ControlUp));
     });
   }
 
@@ -109,7 +114,7 @@ export class ControlClient {
         draining,
         capacity,
       };
-      this.#lastStatus = JSON.stringify({ t: "status", draining, capacity });
+      this.#lastStatus = placementFigures(draining, capacity);
       ws.send(JSON.stringify(hello));
     });
     ws.on("message", (data) => {
@@ -155,4 +160,9 @@ export class ControlClient {
       this.#retry = setTimeout(() => this.#connect(), this.#backoff.next());
     });
   }
+}
+
+/** The part of a status the pool places by (src/runner/runner-pool.ts `roomFor`, `status`). */
+function placementFigures(draining: boolean, c: Capacity): string {
+  return `${draining} ${c.loaded} ${c.loaded_limit} ${c.idle > 0}`;
 }

@@ -5,6 +5,10 @@
  * Invariants:
  * - Up messages are numbered from 1 for the lease and kept until the object acks them
  *   (acks are cumulative); after a reconnect every unacked one is resent, in order, after `hello`.
+ * - Messages sent in one turn of the event loop (numbered and live) leave together, in order, at
+ *   the end of it, as one `batch` frame (a turn's last delta, `assistant`, `native` and `turn_end`
+ *   usually do): the object applies them in one transaction, publishes them in one push and acks
+ *   once. Acks of down messages wait up to ACK_DELAY_MS for such a frame to ride in.
  * - Down messages are applied once, in order: a seq already applied is only re-acked; a gap
  *   (never expected on one ordered socket) drops the socket so the object resends from `hello`.
  * - `delta` and `progress` are live-only: sent when the socket is open, otherwise lost.
@@ -12,7 +16,7 @@
  *   refused with 404/409/410) means the lease is gone; so does being unreachable for `giveUpMs`.
  */
 import WebSocket from "ws";
-import { LEASE_GONE_CLOSE_CODE, LINK_PATH, LinkDownSchema, type LinkDown, type LinkUp } from "../src/shared/runner-protocol.ts";
+import { LEASE_GONE_CLOSE_CODE, LINK_PATH, LinkDownSchema, MAX_BATCH, type LinkDown, type LinkUp, type NumberedUp } from "../src/shared/runner-protocol.ts";
 import type { Logger } from "./log.ts";
 import { Backoff, dial, isPong, keepAlive, parseJson } from "./socket.ts";
 
@@ -26,7 +30,18 @@ const LEASE_GONE_STATUSES = new Set([404, 409, 410]);
  */
 export const LINK_GIVE_UP_MS = 30_000;
 
-export type NumberedUp = Extract<LinkUp, { seq: number }>;
+export type { NumberedUp };
+/**
+ * A frame stops taking messages past this many UTF-16 units of JSON, so a batch of large native
+ * records stays a modest WebSocket message; one message larger than this goes alone, as before.
+ */
+const BATCH_CHARS = 1024 * 1024;
+/**
+ * How long an ack of down messages may wait for an up frame to ride in, ms. A `run` is followed
+ * by the turn's first delta within milliseconds, so its ack costs no frame of its own; the object
+ * only trims its resend outbox by acks, so a later ack delays nothing.
+ */
+const ACK_DELAY_MS = 50;
 /** A numbered up message before the link assigns its seq. */
 export type UpBody = NumberedUp extends infer M ? (M extends NumberedUp ? Omit<M, "seq"> : never) : never;
 export type LiveUp = Extract<LinkUp, { t: "delta" | "progress" | "credential" }>;
@@ -58,6 +73,10 @@ export class SessionLink {
   #ws: WebSocket | undefined;
   #nextUp = 1;
   #unacked: NumberedUp[] = [];
+  /** Messages of this event-loop turn not yet written, as JSON, in order; written by `#flush`. */
+  #pending: string[] = [];
+  #flushQueued: NodeJS.Immediate | undefined;
+  #ackTimer: NodeJS.Timeout | undefined;
   #acked = 0;
   #applied = 0;
   #ended = false;
@@ -95,15 +114,39 @@ export class SessionLink {
     const m = { ...body, seq: this.#nextUp++ } as NumberedUp;
     if (this.#ended) return m.seq;
     this.#unacked.push(m);
-    if (this.isOpen) this.#ws!.send(JSON.stringify(m));
+    if (!this.isOpen) return m.seq;
+    this.#pending.push(JSON.stringify(m));
+    this.#flushQueued ??= setImmediate(() => this.#flush());
     return m.seq;
   }
 
   /** Sends a live-only message if the socket is open; false when it was dropped. */
   sendLive(m: LiveUp): boolean {
     if (!this.isOpen) return false;
-    this.#ws!.send(JSON.stringify(m));
+    if (m.t === "credential") {
+      // Not a batch item: it goes as itself, after what is waiting.
+      this.#flush();
+      this.#ws!.send(JSON.stringify(m));
+      return true;
+    }
+    this.#pending.push(JSON.stringify(m));
+    this.#flushQueued ??= setImmediate(() => this.#flush());
     return true;
+  }
+
+  /** Writes what is waiting (and an ack that is due): one message alone as itself, more as `batch` frames. */
+  #flush(): void {
+    clearImmediate(this.#flushQueued);
+    this.#flushQueued = undefined;
+    if (this.#ackQueued) {
+      clearTimeout(this.#ackTimer);
+      this.#ackQueued = false;
+      this.#pending.push(JSON.stringify({ t: "ack", down: this.#applied } satisfies LinkUp));
+    }
+    const out = this.#pending;
+    if (out.length === 0) return;
+    this.#pending = [];
+    if (this.isOpen) writeFrames(this.#ws!, out);
   }
 
   /** Resolves true once everything up to `seq` (default: all sent so far) is acked; false on timeout or end. */
@@ -128,6 +171,7 @@ export class SessionLink {
   close(code = 1000, reason = ""): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.#flush();
     clearTimeout(this.#retry);
     clearTimeout(this.#giveUp);
     for (const w of [...this.#ackWaiters]) w.resolve(false);
@@ -144,7 +188,12 @@ export class SessionLink {
       clearTimeout(this.#giveUp);
       this.#giveUp = undefined;
       this.#raw({ t: "hello", down: this.#applied });
-      for (const m of this.#unacked) ws.send(JSON.stringify(m));
+      // Everything unacked goes again, so what was waiting for the flush is in it (live messages
+      // of a dropped socket are lost, as they would have been; hello carries the ack).
+      this.#pending = [];
+      clearTimeout(this.#ackTimer);
+      this.#ackQueued = false;
+      writeFrames(ws, this.#unacked.map((m) => JSON.stringify(m)));
       this.#o.onConnected?.();
     });
     ws.on("message", (data) => this.#onMessage(ws, data.toString()));
@@ -206,17 +255,26 @@ export class SessionLink {
     for (const w of [...this.#ackWaiters]) if (w.seq <= up) w.resolve(true);
   }
 
-  /** One cumulative ack per burst of down messages. */
+  /** One cumulative ack per burst of down messages, in the next frame or after ACK_DELAY_MS. */
   #queueAck(): void {
     if (this.#ackQueued) return;
     this.#ackQueued = true;
-    queueMicrotask(() => {
-      this.#ackQueued = false;
-      this.#raw({ t: "ack", down: this.#applied });
-    });
+    this.#ackTimer = setTimeout(() => this.#flush(), ACK_DELAY_MS);
   }
 
   #raw(m: LinkUp): void {
     if (this.isOpen) this.#ws!.send(JSON.stringify(m));
+  }
+}
+
+/** Messages (JSON, numbered ones with consecutive seqs) in as few frames as MAX_BATCH and BATCH_CHARS allow. */
+function writeFrames(ws: WebSocket, msgs: string[]): void {
+  let i = 0;
+  while (i < msgs.length) {
+    let j = i + 1;
+    let chars = msgs[i]!.length;
+    while (j < msgs.length && j - i < MAX_BATCH && chars + msgs[j]!.length <= BATCH_CHARS) chars += msgs[j++]!.length;
+    ws.send(j - i === 1 ? msgs[i]! : `{"t":"batch","msgs":[${msgs.slice(i, j).join(",")}]}`);
+    i = j;
   }
 }

@@ -21,6 +21,8 @@ type StoredGrant = Omit<ProviderGrant, "key">;
 export class RunnerLink {
   readonly #ctx: DurableObjectState;
   readonly #s: SessionState;
+  /** Runner sockets' leases as read from their attachments (per instance; saves a deserialise per message). */
+  readonly #leases = new WeakMap<WebSocket, number>();
 
   constructor(ctx: DurableObjectState, state: SessionState) {
     this.#ctx = ctx;
@@ -28,6 +30,7 @@ export class RunnerLink {
   }
 
   isRunnerSocket(ws: WebSocket): boolean {
+    if (this.#leases.has(ws)) return true;
     try {
       return this.#ctx.getTags(ws).includes(TAG);
     } catch {
@@ -36,8 +39,11 @@ export class RunnerLink {
     }
   }
 
+  /** From the attachment (the truth, kept across hibernation), read once per socket and instance. */
   leaseOf(ws: WebSocket): number {
-    return (ws.deserializeAttachment() as { lease: number }).lease;
+    let lease = this.#leases.get(ws);
+    if (lease === undefined) this.#leases.set(ws, (lease = (ws.deserializeAttachment() as { lease: number }).lease));
+    return lease;
   }
 
   socket(): WebSocket | undefined {
@@ -69,7 +75,8 @@ export class RunnerLink {
    */
   push(m: Unnumbered, rt?: Runtime): void {
     const sql = this.#s.storage.sql;
-    const seq = sql.exec<{ s: number }>("UPDATE session SET down_seq = down_seq + 1 RETURNING down_seq AS s").one().s;
+    const seq = this.#s.require().down_seq + 1;
+    this.#s.set({ down_seq: seq });
     const stored = "provider" in m ? { ...m, provider: withoutKey(m.provider), seq } : { ...m, seq };
     sql.exec("INSERT INTO link_out (seq, body) VALUES (?, ?)", seq, JSON.stringify(stored));
     const ws = this.socket();
@@ -94,11 +101,9 @@ export class RunnerLink {
 
   /** Starts a new lease: numbering restarts, the old lease's socket is closed. In a transaction. */
   newLease(): number {
-    const sql = this.#s.storage.sql;
-    sql.exec("DELETE FROM link_out");
-    const lease = sql
-      .exec<{ l: number }>("UPDATE session SET lease = lease + 1, up_seq = 0, down_seq = 0, link_state = 'requested', link_lost_at = NULL RETURNING lease AS l")
-      .one().l;
+    this.#s.storage.sql.exec("DELETE FROM link_out");
+    const lease = this.#s.require().lease + 1;
+    this.#s.set({ lease, up_seq: 0, down_seq: 0, link_state: "requested", link_lost_at: null });
     for (const ws of this.#ctx.getWebSockets(TAG)) ws.close(LEASE_GONE_CLOSE_CODE, "lease replaced");
     return lease;
   }
@@ -110,7 +115,7 @@ export class RunnerLink {
       this.push({ t: "detach", reason });
       ws.close(LEASE_GONE_CLOSE_CODE, "detached");
     }
-    this.#s.storage.sql.exec("UPDATE session SET link_state = 'none', link_lost_at = NULL");
+    this.#s.set({ link_state: "none", link_lost_at: null });
     this.#s.storage.sql.exec("DELETE FROM link_out");
   }
 }

@@ -12,7 +12,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
 import type { Event, EventList, Input, Session, Status } from "../shared/api-schema.ts";
 import { asResult, asResultAsync, conflict, ERROR_STATUS, overloaded, unauthorized, type Result } from "../shared/errors.ts";
-import { LEASE_GONE_CLOSE_CODE, LinkUpSchema, PING, PONG } from "../shared/runner-protocol.ts";
+import { LEASE_GONE_CLOSE_CODE, LinkUpSchema, PING, PONG, type BatchItem, type NumberedUp } from "../shared/runner-protocol.ts";
 import { log } from "../log.ts";
 import { scheduleExport } from "../metrics/exporter.ts";
 import { metrics } from "../metrics/registry.ts";
@@ -30,13 +30,14 @@ import { toSession, type NewSession } from "./record.ts";
 import { RunnerLink } from "./runner-link.ts";
 import { SessionState, type Change } from "./session-state.ts";
 import { Subscribers } from "./subscribers.ts";
-import { Turns } from "./turns.ts";
+import { Turns, type Applied } from "./turns.ts";
 import m0001 from "../../migrations/session/0001_init.sql";
 import m0002 from "../../migrations/session/0002_turns.sql";
 import m0003 from "../../migrations/session/0003_ended_calls.sql";
 import m0004 from "../../migrations/session/0004_bindings.sql";
 import m0005 from "../../migrations/session/0005_sync.sql";
 import { RuntimeCalls } from "./runtime-calls.ts";
+import type { TenantObject } from "../tenant/tenant-object.ts";
 import type { Tool } from "../shared/api-schema.ts";
 import type { ToolResult } from "../shared/result-schema.ts";
 
@@ -44,6 +45,13 @@ const MIGRATIONS = [m0001, m0002, m0003, m0004, m0005];
 
 /** Retry delay for a tenant-index push that failed, ms. Only armed while the index is behind. */
 const INDEX_RETRY_MS = 2_000;
+/**
+ * Shortest time between two tenant-index pushes of one session that nobody waits on (turn starts
+ * and ends, a runner-host lost), ms. A list may show a busy session up to this much behind; a
+ * quiet session's change is pushed at once. Creates, closes, resumes, restores, loads and
+ * rebinds are pushed before they are answered, whatever the interval.
+ */
+export const INDEX_INTERVAL_MS = 1_000;
 /**
  * How long a dropped runner link may stay away while work is pending before the turn fails, ms:
  * long enough for a runner-host to reconnect after a deploy or object restart, short enough that
@@ -62,6 +70,9 @@ export class SessionObject extends DurableObject<Env> {
   readonly #link: RunnerLink;
   readonly #runtime: RuntimeCalls;
   readonly #sync: SessionSync;
+  /** When this instance last pushed to the tenant index (ms since epoch; 0: not yet). */
+  #lastIndexPush = 0;
+  #tenantStub: { tenant: string; stub: DurableObjectStub<TenantObject> } | undefined;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -83,7 +94,7 @@ export class SessionObject extends DurableObject<Env> {
     });
     if (r.ok) {
       this.ctx.storage.kv.put(HOME_REGION_KEY, region);
-      await this.#pushIndex();
+      await this.#pushIndex(true);
     }
     return r;
   }
@@ -115,13 +126,13 @@ export class SessionObject extends DurableObject<Env> {
       this.#subs.endAll("restored from a checkpoint");
       return toSession(this.#state.require());
     });
-    if (r.ok) await this.#pushIndex();
+    if (r.ok) await this.#pushIndex(true);
     return r;
   }
 
   async load(tenant: string, id: string): Promise<Result<boolean>> {
     const r = await asResultAsync(() => this.#sync.load(tenant, id));
-    if (r.ok && r.value) await this.#pushIndex();
+    if (r.ok && r.value) await this.#pushIndex(true);
     return r;
   }
 
@@ -156,7 +167,7 @@ export class SessionObject extends DurableObject<Env> {
       if (!admitted.ok) return admitted;
     }
     const running = this.#turns.running()?.event_id;
-    return this.#commit(() => {
+    return this.#commit(false, () => {
       const change = this.#state.send(input, limits, now(), traceparent);
       if (input.type === "user.interrupt" && running && change.events.length > 0) {
         this.#link.push({ t: "interrupt", turn: running });
@@ -166,8 +177,8 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async resume(): Promise<Result<Session>> {
-    return this.#commit(() =>
-      this.ctx.storage.transactionSync(() => {
+    return this.#commit(true, () =>
+      this.#state.storage.transactionSync(() => {
         const change = this.#state.resume(now());
         // Restored from the last completed checkpoint: the harness re-opens from that state.
         this.#turns.revertNative();
@@ -178,8 +189,8 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async close(): Promise<Result<Status>> {
-    return this.#commit(() =>
-      this.ctx.storage.transactionSync(() => {
+    return this.#commit(true, () =>
+      this.#state.storage.transactionSync(() => {
         const change = this.#state.close(now());
         if (change.events.length > 0) this.#link.release("session closed");
         return change;
@@ -189,8 +200,8 @@ export class SessionObject extends DurableObject<Env> {
 
   /** `POST /executors` with `session`: the runtime binding `alias` now routes to `executor`. */
   async rebind(alias: string, tools: Tool[], executor: string): Promise<Result<void>> {
-    const r = asResult(() => this.ctx.storage.transactionSync(() => this.#runtime.rebind(alias, tools, executor, now())));
-    if (r.ok) await this.#pushIndex();
+    const r = asResult(() => this.#state.storage.transactionSync(() => this.#runtime.rebind(alias, tools, executor, now())));
+    if (r.ok) await this.#pushIndex(true);
     return r;
   }
 
@@ -261,7 +272,7 @@ export class SessionObject extends DurableObject<Env> {
     const row = this.#state.row();
     if (!row || row.lease !== this.#link.leaseOf(ws) || row.link_state === "none" || this.#link.socket()) return;
     // The link may come back (a blip); if it does not within the grace period, the work fails.
-    this.ctx.storage.sql.exec("UPDATE session SET link_lost_at = ?", Date.now());
+    this.#state.set({ link_lost_at: Date.now() });
     await this.#armAlarm(Date.now() + LINK_GRACE_MS);
   }
 
@@ -275,7 +286,9 @@ export class SessionObject extends DurableObject<Env> {
         await this.#armAlarm(due);
       }
     }
-    await this.#afterChange();
+    await this.#schedule();
+    // The alarm is when a coalesced or failed push is due.
+    await this.#pushIndex(true);
     await this.#sync.alarm();
   }
 
@@ -308,40 +321,78 @@ export class SessionObject extends DurableObject<Env> {
         if (e) this.#subs.publish([e]);
         return;
       }
+      case "batch":
+        return this.#applyRunner(ws, m.msgs);
       default:
-        return this.#applyRunner(ws, m);
+        return this.#applyRunner(ws, [m]);
     }
   }
 
-  async #applyRunner(ws: WebSocket, m: Extract<ReturnType<typeof LinkUpSchema.parse>, { seq: number }>): Promise<void> {
+  /**
+   * Applies runner messages (one numbered message, or a `batch` frame's items, in order) in one
+   * transaction: numbered ones once each (each in its own savepoint), live ones as events to
+   * publish, acks. Then one ack up to the last seq, and one publication of everything, in order.
+   */
+  async #applyRunner(ws: WebSocket, items: BatchItem[]): Promise<void> {
     const { limits } = (await getRuntime(this.env)).config;
-    let applied;
-    try {
-      applied = this.#turns.apply(m, now(), limits.session_bytes);
-    } catch (e) {
+    const at = now();
+    type Done = { out: (LoggedEvent | Event)[]; applied: { m: NumberedUp; a: Applied }[]; failed?: { m: NumberedUp; e: unknown }; gap?: true };
+    const done = this.#state.storage.transactionSync((): Done => {
+      const d: Done = { out: [], applied: [] };
+      for (const m of items) {
+        if (m.t === "ack") {
+          this.#link.acked(m.down, false);
+          continue;
+        }
+        if (m.t === "delta" || m.t === "progress") {
+          const e = this.#turns.live(m, at);
+          if (e) d.out.push(e);
+          continue;
+        }
+        let a;
+        try {
+          a = this.#turns.apply(m, at, limits.session_bytes);
+        } catch (e) {
+          // That message alone was rolled back; what came before it in the frame stays applied.
+          return { ...d, failed: { m, e } };
+        }
+        // Seqs in a frame are consecutive, so a gap can only be at its first new message.
+        if (a === "gap") return { ...d, gap: true };
+        if (a === "duplicate") continue;
+        d.applied.push({ m, a });
+        d.out.push(...a.events);
+      }
+      return d;
+    });
+    const last = items.findLast((m) => "seq" in m) as NumberedUp | undefined;
+    this.#publish(done.out);
+    if (done.failed) {
       // A local write failure (a record over 4 MiB, a full log, storage trouble): the turn fails
-      // and the message counts as applied, so the runner-host's resend is not retried forever.
+      // and the frame counts as applied, so the runner-host's resend is not retried forever.
+      const { m, e } = done.failed;
       log("error", "could not record a runner message", { session_id: this.#state.row()?.id, t: m.t, error: String(e) });
-      this.ctx.storage.sql.exec("UPDATE session SET up_seq = MAX(up_seq, ?)", m.seq);
-      this.#link.ackUp(ws, m.seq);
+      this.#state.set({ up_seq: Math.max(this.#state.require().up_seq, last!.seq) });
+      this.#link.ackUp(ws, last!.seq);
       this.#loseRunner(`local write failure: ${e instanceof Error ? e.message : String(e)}`);
       await this.#afterChange();
       return;
     }
-    if (applied === "gap") return ws.close(1008, "link sequence gap");
-    this.#link.ackUp(ws, Math.min(m.seq, this.#state.require().up_seq));
-    if (applied === "duplicate") return;
-    this.#publish(applied.events);
-    if (m.t === "tool_call" && m.dispatched) await this.#runtime.dispatch(m.call.id, m.call.name, m.call.arguments);
-    if (applied.detached) this.ctx.storage.transactionSync(() => this.#link.release("runner-host detached"));
-    if (applied.opened || applied.next || applied.detached) await this.#schedule();
-    if (applied.events.length > 0) await this.#pushIndex();
+    if (done.gap) return ws.close(1008, "link sequence gap");
+    if (last) this.#link.ackUp(ws, Math.min(last.seq, this.#state.require().up_seq));
+    if (done.applied.length === 0) return;
+    for (const { m } of done.applied) {
+      if (m.t === "tool_call" && m.dispatched) await this.#runtime.dispatch(m.call.id, m.call.name, m.call.arguments);
+    }
+    const applied = done.applied.map((x) => x.a);
+    if (applied.some((a) => a.detached)) this.#state.storage.transactionSync(() => this.#link.release("runner-host detached"));
+    if (applied.some((a) => a.opened || a.next || a.detached)) await this.#schedule();
+    if (applied.some((a) => a.events.length > 0)) await this.#pushIndex();
   }
 
   /** A (re)connected link: the first hello of a lease opens; a later one resends what is unacked. */
   async #hello(down: number): Promise<void> {
     const rt = await getRuntime(this.env);
-    this.ctx.storage.sql.exec("UPDATE session SET link_lost_at = NULL");
+    this.#state.set({ link_lost_at: null });
     if (this.#state.require().link_state === "requested") return this.#open();
     this.#link.acked(down, true, rt);
   }
@@ -355,8 +406,8 @@ export class SessionObject extends DurableObject<Env> {
       this.#loseRunner(messages.error);
       return this.#afterChange();
     }
-    this.ctx.storage.transactionSync(() => {
-      this.ctx.storage.sql.exec("UPDATE session SET link_state = 'opening'");
+    this.#state.storage.transactionSync(() => {
+      this.#state.set({ link_state: "opening" });
       for (const m of messages) this.#link.push(m, rt);
     });
   }
@@ -367,7 +418,7 @@ export class SessionObject extends DurableObject<Env> {
     if (!row || row.status === "closed" || row.status === "interrupted" || row.status === "failed") return;
     if (!this.#turns.running() && !this.#turns.hasQueued()) return;
     if (row.link_state === "none") {
-      const lease = this.ctx.storage.transactionSync(() => this.#link.newLease());
+      const lease = this.#state.storage.transactionSync(() => this.#link.newLease());
       await this.#place(sessionObjectName(row.tenant, row.id), lease, row.harness, (await getRuntime(this.env)).config);
       return;
     }
@@ -375,7 +426,7 @@ export class SessionObject extends DurableObject<Env> {
     const rt = await getRuntime(this.env);
     const model: string = JSON.parse(row.config).model;
     const grant = providerGrant(rt, model);
-    const events = this.ctx.storage.transactionSync(() => {
+    const events = this.#state.storage.transactionSync(() => {
       const s = this.#turns.start(now());
       if (!s) return [];
       if (!grant) {
@@ -412,13 +463,19 @@ export class SessionObject extends DurableObject<Env> {
     await this.#pool(order[0]!).place(name, lease, harness, true);
   }
 
+  /** The TenantObject's stub, made once per instance: naming an object hashes its name. */
+  #tenantIndex(tenant: string) {
+    if (this.#tenantStub?.tenant !== tenant) this.#tenantStub = { tenant, stub: this.env.TENANTS.getByName(tenant) };
+    return this.#tenantStub.stub;
+  }
+
   #pool(region: string) {
     return this.env.RUNNERS.getByName(poolName(region));
   }
 
   /** The runner-host is gone: a running turn fails, the lease is dropped. */
   #loseRunner(message: string): void {
-    const events = this.ctx.storage.transactionSync(() => {
+    const events = this.#state.storage.transactionSync(() => {
       const out = this.#turns.running()
         ? this.#state.endWork(now(), "failed", { running: { code: "service_error", message }, queued: "the session failed" })
         : [];
@@ -433,23 +490,29 @@ export class SessionObject extends DurableObject<Env> {
     await this.#pushIndex();
   }
 
-  /** Runs a state change, publishes what it appended, moves work on, updates the tenant index. */
-  async #commit<T>(fn: () => Change<T>): Promise<Result<T>> {
+  /**
+   * Runs a state change, publishes what it appended, moves work on, updates the tenant index
+   * (`urgent`: before answering, whatever the push interval).
+   */
+  async #commit<T>(urgent: boolean, fn: () => Change<T>): Promise<Result<T>> {
     return asResultAsync(async () => {
       const change = fn();
       this.#publish(change.events);
       await this.#schedule();
-      if (change.events.length > 0) await this.#pushIndex();
+      if (change.events.length > 0) await this.#pushIndex(urgent);
       return change.value;
     });
   }
 
-  #publish(events: LoggedEvent[]): void {
+  /** Publishes, in order, events the log recorded (with cursors) and live-only ones. */
+  #publish(out: (LoggedEvent | Event)[]): void {
+    if (out.length === 0) return;
+    const events = out.filter((x): x is LoggedEvent => "seq" in x);
+    const row = this.#state.require();
+    this.#subs.publish(out.map((x) => ("seq" in x ? this.#state.withCursor(row, x.seq, x.event) : x)));
     if (events.length === 0) return;
     metrics.counter("svc.transcript.bytes").add(events.reduce((n, l) => n + l.bytes, 0));
     scheduleExport(this.env, (p) => this.ctx.waitUntil(p));
-    const row = this.#state.require();
-    this.#subs.publish(events.map((l) => this.#state.withCursor(row, l.seq, l.event)));
     // Streams opened with an inspection token end with their tool call; executors stop working on it.
     const ended = events.filter((l) => l.event.type === "tool.result").map((l) => String(l.event.data.call_id));
     for (const id of ended) this.#subs.endCall(id);
@@ -459,7 +522,7 @@ export class SessionObject extends DurableObject<Env> {
 
   #requireOpenCall(call: string | undefined): void {
     if (call === undefined) return;
-    const ended = this.ctx.storage.sql.exec("SELECT 1 FROM ended_calls WHERE call_id = ?", call).toArray().length > 0;
+    const ended = this.#state.storage.sql.exec("SELECT 1 FROM ended_calls WHERE call_id = ?", call).toArray().length > 0;
     if (ended) throw unauthorized("the inspection token's tool call has ended");
   }
 
@@ -468,13 +531,22 @@ export class SessionObject extends DurableObject<Env> {
     if (current === null || current > at) await this.ctx.storage.setAlarm(at);
   }
 
-  /** Pushes the current summary to the tenant index; on failure an alarm retries until it lands. */
-  async #pushIndex(): Promise<void> {
+  /**
+   * Pushes the current summary to the tenant index; on failure an alarm retries until it lands.
+   * Pushes are at least INDEX_INTERVAL_MS apart unless `urgent`: a change inside the interval is
+   * left to an alarm at its end, which pushes whatever the row is then (one push for a turn's
+   * `running` and `idle`, or for a burst of turns). What is owed is durable (`indexed_version` <
+   * `version`), so an eviction before that alarm only delays the push to the object's next wake.
+   */
+  async #pushIndex(urgent = false): Promise<void> {
     await this.#sync.changed();
     const row = this.#state.row();
     if (!row || row.indexed_version >= row.version) return;
+    const due = this.#lastIndexPush + INDEX_INTERVAL_MS;
+    if (!urgent && Date.now() < due) return this.#armAlarm(due);
+    this.#lastIndexPush = Date.now();
     try {
-      await this.env.TENANTS.getByName(row.tenant).upsert(row.id, row.version, toSession(row), row.tenant);
+      await this.#tenantIndex(row.tenant).upsert(row.id, row.version, toSession(row), row.tenant);
       this.#state.markIndexed(row.version);
     } catch (e) {
       log("warn", "tenant index push failed", { session_id: row.id, error: String(e) });

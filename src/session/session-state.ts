@@ -13,8 +13,9 @@ import { decodeCursor, encodeCursor, MAX_CURSOR_BYTES } from "./cursor.ts";
 import { newId } from "../shared/ids.ts";
 import { EventLog, MAX_RECORD_BYTES, type LoggedEvent, type NewEvent } from "./event-log.ts";
 import { toSession, type NewSession, type SessionRow } from "./record.ts";
+import { RowCache, type Storage } from "./row-cache.ts";
 
-export type Storage = Pick<DurableObjectStorage, "sql" | "transactionSync">;
+export type { Storage };
 
 export type Change<T> = { value: T; events: LoggedEvent[] };
 
@@ -22,15 +23,29 @@ export type ErrorData = { code: "conflict" | "provider_error" | "service_error";
 
 export class SessionState {
   readonly #storage: Storage;
+  readonly #row: RowCache;
   readonly log: EventLog;
 
+  /** `storage`: the object's own; session modules get it back wrapped (see row-cache.ts). */
   constructor(storage: Storage) {
-    this.#storage = storage;
-    this.log = new EventLog(storage.sql);
+    this.#row = RowCache.of(storage.sql);
+    this.#storage = this.#row.wrap(storage);
+    this.log = new EventLog(this.#storage.sql);
   }
 
+  /** The session row, from memory after the first read (row-cache.ts says how it stays right). */
   row(): SessionRow | undefined {
-    return this.#storage.sql.exec<SessionRow>("SELECT * FROM session LIMIT 1").toArray()[0];
+    return this.#row.read();
+  }
+
+  /** A read held in memory until `table` is written (row-cache.ts). */
+  memo<T>(table: string, name: string, read: () => T): T {
+    return this.#row.memo(table, name, read);
+  }
+
+  /** Writes these columns of the session row (and the cached copy). */
+  set(fields: Partial<SessionRow>): void {
+    this.#row.set(fields);
   }
 
   /** The session row, or `404 not_found`: an object that was never created looks unknown. */
@@ -122,7 +137,7 @@ export class SessionState {
       if (input.key !== undefined) {
         this.#storage.sql.exec("INSERT INTO idem_keys (key, input_hash, event_seq) VALUES (?, ?, ?)", input.key, hash, e.seq);
       }
-      this.#storage.sql.exec("UPDATE session SET updated_at = ?, version = version + 1", now);
+      this.set({ updated_at: now, version: this.require().version + 1 });
       return e;
     });
     return { value: this.withCursor(r, logged.seq, logged.event), events: [logged] };
@@ -198,7 +213,7 @@ export class SessionState {
     const r = this.require();
     if (r.status === to) return [];
     const e = this.append({ type: "session.status", data: { status: to }, input_id: inputId }, now);
-    this.#storage.sql.exec("UPDATE session SET status = ?, updated_at = ?, version = version + 1", to, now);
+    this.set({ status: to, updated_at: now, version: this.require().version + 1 });
     return [e];
   }
 
@@ -207,16 +222,14 @@ export class SessionState {
    * checkpoint artifact), in bytes.
    */
   storedBytes(): number {
-    const sql = this.#storage.sql;
-    const log = sql.exec<{ b: number }>("SELECT log_bytes AS b FROM session").one().b;
-    return log + sql.exec<{ b: number }>("SELECT COALESCE(SUM(bytes), 0) AS b FROM native").one().b;
+    const native = this.memo("native", "bytes", () => this.#storage.sql.exec<{ b: number }>("SELECT COALESCE(SUM(bytes), 0) AS b FROM native").one().b);
+    return this.require().log_bytes + native;
   }
 
   /** Appends one retained event and advances the history size. Call inside a transaction. */
   append(e: NewEvent, now: string, id?: string): LoggedEvent {
-    const bytes = this.#storage.sql.exec<{ b: number }>("SELECT log_bytes AS b FROM session").one().b;
-    const logged = this.log.append(e, now, bytes, id);
-    this.#storage.sql.exec("UPDATE session SET log_bytes = ?", logged.endOffset);
+    const logged = this.log.append(e, now, this.require().log_bytes, id);
+    this.set({ log_bytes: logged.endOffset });
     return logged;
   }
 
@@ -255,8 +268,13 @@ export class SessionState {
     return { events, next_cursor: events.at(-1)?.cursor ?? cursor };
   }
 
-  /** Marks the index as holding `version`, unless a newer change happened meanwhile. */
+  /**
+   * Marks the index as holding `version`, unless a newer change happened meanwhile. Stored with the
+   * next write: an instance that goes away first only pushes that version once more (the index
+   * ignores a version it holds).
+   */
   markIndexed(version: number): void {
-    this.#storage.sql.exec("UPDATE session SET indexed_version = MAX(indexed_version, ?)", version);
+    const r = this.require();
+    if (version > r.indexed_version) this.#row.setLater({ indexed_version: version });
   }
 }

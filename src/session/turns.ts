@@ -45,14 +45,15 @@ export class Turns {
     return this.#s.storage.sql;
   }
 
+  /** Read once per change of `inputs`: every delta and runner message asks. */
   running(): RunningInput | undefined {
-    return this.#sql
-      .exec<RunningInput>("SELECT event_id, text, traceparent, accepted_at FROM inputs WHERE state = 'running'")
-      .toArray()[0];
+    return this.#s.memo("inputs", "running", () =>
+      this.#sql.exec<RunningInput>("SELECT event_id, text, traceparent, accepted_at FROM inputs WHERE state = 'running'").toArray()[0],
+    );
   }
 
   hasQueued(): boolean {
-    return this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs WHERE state = 'queued'").one().n > 0;
+    return this.#s.memo("inputs", "queued", () => this.#sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs WHERE state = 'queued'").one().n > 0);
   }
 
   /** Starts the oldest queued input: `running` (with its event) unless already running. */
@@ -84,7 +85,7 @@ export class Turns {
       const row = this.#s.require();
       if (m.seq <= row.up_seq) return "duplicate";
       if (m.seq !== row.up_seq + 1) return "gap";
-      this.#sql.exec("UPDATE session SET up_seq = ?", m.seq);
+      this.#s.set({ up_seq: m.seq });
       const applied = this.#applyOne(m, now);
       if (this.#s.storedBytes() > sessionBytes - TERMINAL_RESERVE) {
         throw new Error(`the session's event log and native state would pass limits.session_bytes (${sessionBytes})`);
@@ -97,10 +98,10 @@ export class Turns {
     const turn = this.running()?.event_id;
     switch (m.t) {
       case "opened":
-        this.#sql.exec("UPDATE session SET link_state = 'open'");
+        this.#s.set({ link_state: "open" });
         return { events: [], opened: true };
       case "open_failed": {
-        this.#sql.exec("UPDATE session SET link_state = 'none'");
+        this.#s.set({ link_state: "none" });
         // The turn that needed the harness cannot run: it fails, later inputs are cancelled.
         const first = this.#sql.exec<{ seq: number }>("SELECT seq FROM inputs ORDER BY seq LIMIT 1").toArray()[0];
         if (first) this.#sql.exec("UPDATE inputs SET state = 'running' WHERE seq = ?", first.seq);
@@ -144,7 +145,7 @@ export class Turns {
         if (m.turn !== turn) return { events: [] };
         return { events: this.#end(m, now), next: true };
       case "detached": {
-        this.#sql.exec("UPDATE session SET link_state = 'none'");
+        this.#s.set({ link_state: "none" });
         const events = turn
           ? this.#s.endWork(now, "failed", {
               running: { code: "service_error", message: `the harness let go of the session mid-turn: ${m.reason}` },
@@ -182,7 +183,7 @@ export class Turns {
       nativeSeq,
       now,
     );
-    this.#sql.exec("UPDATE session SET checkpoint = ?", JSON.stringify({ id, offset: row.log_bytes, time: now }));
+    this.#s.set({ checkpoint: JSON.stringify({ id, offset: row.log_bytes, time: now }) });
   }
 
   /** Resume: native state back to the last completed checkpoint (the event log keeps all). */

@@ -52,7 +52,11 @@ export const CapacitySchema = z.strictObject({
   /** Sessions this runner-host keeps warm (attached or cached) and its `limits.loaded`. */
   loaded: z.number().int().nonnegative(),
   loaded_limit: z.number().int().positive(),
-  /** Loaded sessions with no running turn: what it can drop to take a new one. */
+  /**
+   * Loaded sessions with no running turn: what it can drop to take a new one. A `status` is sent
+   * when whether any is idle changes, not at every change of the count, so the pool may hold a
+   * stale count of the right sign.
+   */
   idle: z.number().int().nonnegative(),
 });
 export type Capacity = z.infer<typeof CapacitySchema>;
@@ -172,14 +176,10 @@ export type LinkDown = z.infer<typeof LinkDownSchema>;
 
 // ── link: runner-host → object ─────────────────────────────────────────────────────────────
 
-export const LinkUpSchema = z.discriminatedUnion("t", [
-  /** First message on every (re)connected socket: the last down `seq` it applied. */
-  z.strictObject({ t: z.literal("hello"), down: z.number().int().nonnegative() }),
+/** Up messages that are numbered (`seq`), kept until acked and resent after a reconnect. */
+const NumberedUpSchemas = [
   z.strictObject({ t: z.literal("opened"), seq: Seq }),
   z.strictObject({ t: z.literal("open_failed"), seq: Seq, message: z.string() }),
-  /** Live-only, not numbered: lost deltas are not resent (the assistant message carries all). */
-  z.strictObject({ t: z.literal("delta"), turn: Turn, text: z.string() }),
-  z.strictObject({ t: z.literal("progress"), turn: Turn, call_id: Hex32, data: z.unknown() }),
   z.strictObject({
     t: z.literal("assistant"),
     seq: Seq,
@@ -209,7 +209,48 @@ export const LinkUpSchema = z.discriminatedUnion("t", [
   }),
   /** The runner-host let go of the session (idle eviction, harness crash, shutdown). */
   z.strictObject({ t: z.literal("detached"), seq: Seq, reason: z.string() }),
-  z.strictObject({ t: z.literal("ack"), down: z.number().int().nonnegative() }),
+] as const;
+export const NumberedUpSchema = z.discriminatedUnion("t", [...NumberedUpSchemas]);
+export type NumberedUp = z.infer<typeof NumberedUpSchema>;
+
+/** Live-only, not numbered: lost deltas are not resent (the assistant message carries all). */
+const DeltaSchema = z.strictObject({ t: z.literal("delta"), turn: Turn, text: z.string() });
+const ProgressSchema = z.strictObject({ t: z.literal("progress"), turn: Turn, call_id: Hex32, data: z.unknown() });
+/** The last down `seq` the runner-host applied (cumulative). */
+const AckUpSchema = z.strictObject({ t: z.literal("ack"), down: z.number().int().nonnegative() });
+
+/** What a `batch` frame may carry: numbered messages, live ones and acks. */
+export const BatchItemSchema = z.discriminatedUnion("t", [...NumberedUpSchemas, DeltaSchema, ProgressSchema, AckUpSchema]);
+export type BatchItem = z.infer<typeof BatchItemSchema>;
+
+/** Most messages one `batch` frame carries. */
+export const MAX_BATCH = 64;
+
+export const LinkUpSchema = z.discriminatedUnion("t", [
+  /** First message on every (re)connected socket: the last down `seq` it applied. */
+  z.strictObject({ t: z.literal("hello"), down: z.number().int().nonnegative() }),
+  ...NumberedUpSchemas,
+  /**
+   * Several messages in one frame, in the order they were sent: what the runner-host sent in one
+   * turn of its event loop (a turn's last delta, `assistant`, `native` and `turn_end`; a resend
+   * after a reconnect; an ack riding along). Numbered ones keep their own seqs, consecutive and
+   * ascending, so duplicates work message by message; the object applies the frame in one
+   * transaction, publishes it in one push and acks its last seq once.
+   */
+  z.strictObject({
+    t: z.literal("batch"),
+    msgs: z
+      .array(BatchItemSchema)
+      .min(2)
+      .max(MAX_BATCH)
+      .refine((ms) => {
+        const seqs = ms.flatMap((m) => ("seq" in m ? [m.seq] : []));
+        return seqs.every((n, i) => i === 0 || n === seqs[i - 1]! + 1);
+      }, "msgs: the numbered messages' seqs must be consecutive and ascending"),
+  }),
+  DeltaSchema,
+  ProgressSchema,
+  AckUpSchema,
   /** Not numbered: asks for the session's credential override for this open host-tool call. */
   z.strictObject({ t: z.literal("credential"), call_id: Hex32 }),
 ]);

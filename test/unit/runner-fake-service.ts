@@ -50,6 +50,8 @@ export class FakeSession {
   /** Every `down` the runner-host acked, in order. */
   readonly acks = new Waiter<number>();
   duplicates = 0;
+  /** Every `batch` frame received, in order: the seq of each numbered item, the `t` of the others. */
+  readonly batches: (number | string)[][] = [];
   /** performance.now() of the first delta of each turn. */
   readonly deltaTimes = new Map<string, number>();
   autoAck = true;
@@ -113,15 +115,28 @@ export class FakeSession {
       this.#downs = this.#downs.filter((d) => (d as { seq: number }).seq > m.down);
       return;
     }
+    if (m.t === "batch") {
+      this.batches.push(m.msgs.map((x) => ("seq" in x ? x.seq : x.t)));
+      for (const x of m.msgs) {
+        if ("seq" in x) this.#applyUp(x);
+        else this.#onUp(ws, x);
+      }
+      if (this.autoAck && m.msgs.some((x) => "seq" in x)) this.ack();
+      return;
+    }
     if (!("seq" in m)) {
       if (m.t === "delta" && !this.deltaTimes.has(m.turn)) this.deltaTimes.set(m.turn, performance.now());
       return void this.ups.push(m); // live-only
     }
+    this.#applyUp(m);
+    if (this.autoAck) this.ack();
+  }
+
+  #applyUp(m: Extract<LinkUp, { seq: number }>): void {
     if (m.seq <= this.appliedUp) return void this.duplicates++;
     if (m.seq !== this.appliedUp + 1) return void this.errors.push(`gap: expected ${this.appliedUp + 1}, got ${m.seq}`);
     this.appliedUp = m.seq;
     this.ups.push(m);
-    if (this.autoAck) this.ack();
   }
 }
 

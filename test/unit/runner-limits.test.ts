@@ -129,6 +129,30 @@ describe("runner-host capacity", () => {
     await Promise.all([turnEnd(b, hb.turn), turnEnd(c, hc.turn)]);
   });
 
+  it("sends a status when what placement needs changes (any session idle or not), not at every turn of a busy runner-host", async () => {
+    rig = await Rig.start({ limits: { active: 4, loaded: 4 } });
+    const control = await rig.svc.control();
+    const a = await rig.open("st-a");
+    const b = await rig.open("st-b");
+    await Promise.all([opened(a), opened(b)]);
+    const statuses = () => control.messages.items.filter((m) => m.t === "status").length;
+    // B stays idle, so "some session is idle" holds throughout A's turns: no status for them.
+    const before = statuses();
+    for (let i = 0; i < 3; i++) expect((await turnEnd(a, rig.run(a, `turn ${i}`))).status).toBe("completed");
+    expect(statuses()).toBe(before);
+    // With both busy, nothing is idle: that is sent (room at the limit depends on it).
+    const ha = await heldTurn(rig, a, "busy-a");
+    const hb = await heldTurn(rig, b, "busy-b");
+    const busy = await control.messages.find((m) => m.t === "status" && m.capacity.idle === 0);
+    expect(busy).toMatchObject({ capacity: { loaded: 2, idle: 0 } });
+    ha.release();
+    hb.release();
+    await Promise.all([turnEnd(a, ha.turn), turnEnd(b, hb.turn)]);
+    // And idle again once a turn ends.
+    const after = control.messages.items.indexOf(busy);
+    expect(await control.messages.find((m) => m.t === "status" && m.capacity.idle > 0 && control.messages.items.indexOf(m) > after)).toBeDefined();
+  });
+
   it("detaches an idle session from its process after the idle time; the last detach closes the process; the next turn re-opens it", async () => {
     rig = await Rig.start({ host: { sessionIdleMs: 100, sessionDropMs: 60_000 } });
     const a = await rig.open("idle-a");

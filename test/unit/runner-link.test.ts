@@ -45,8 +45,29 @@ describe("runner-host session link", () => {
     const end = await turnEnd(fake, turn);
     expect(end.status).toBe("completed");
     expect(fake.duplicates).toBe(unacked); // each resent once, applied once
+    expect(fake.batches.some((b) => b.length === unacked)).toBe(true); // the resend went as one batch frame
     expectContiguous(fake);
     expect([count(fake, "tool_call"), count(fake, "tool_result"), count(fake, "turn_end")]).toEqual([1, 1, 1]);
+  });
+
+  it("sends a turn's final messages (last delta, assistant, native, turn_end) as one batch frame, acked once", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-batch");
+    await opened(fake);
+    const acksBefore = fake.acks.items.length;
+    const turn = rig.run(fake, "[[deltas 5]]");
+    const end = await turnEnd(fake, turn);
+    expect(end.status).toBe("completed");
+    const numbered = fake.turn(turn).filter((m) => "seq" in m);
+    const last = fake.batches.at(-1)!;
+    // A delta still buffered when the assistant message came rides in the same frame, before it.
+    if (last.includes("delta")) expect(last.indexOf("delta")).toBeLessThan(last.indexOf(numbered.find((m) => m.t === "assistant")!.seq));
+    expect(last).toContain(end.seq);
+    expect(last.length).toBeGreaterThanOrEqual(2);
+    expect(numbered.filter((m) => m.t === "assistant" || m.t === "turn_end").every((m) => last.includes(m.seq))).toBe(true);
+    expectContiguous(fake);
+    // The frame was answered with one ack (the fake acks per frame), not one per message.
+    expect(fake.acks.items.length - acksBefore).toBeLessThanOrEqual(2);
   });
 
   it("keeps what a turn produces while the object is unreachable and delivers it, in order, on reconnect", async () => {

@@ -11,7 +11,8 @@ import type { Event, Session } from "../../src/shared/api-schema.ts";
 import type { Result } from "../../src/shared/errors.ts";
 import type { SubscribeDown } from "../../src/shared/subscribe-protocol.ts";
 import { newId } from "../../src/shared/ids.ts";
-import { EventLog, type NewEvent } from "../../src/session/event-log.ts";
+import type { NewEvent } from "../../src/session/event-log.ts";
+import { SessionState } from "../../src/session/session-state.ts";
 import type { NewSession } from "../../src/session/record.ts";
 import { sessionObjectName } from "../../src/session/session-object.ts";
 
@@ -106,18 +107,16 @@ export function ok<T = unknown>(r: unknown): T {
  * step. Nothing is published: subscribers see these only by replay.
  */
 export function appendRecords(stub: Stub, records: NewEvent[], time = new Date().toISOString()) {
-  return runInDurableObject(stub, (_, state) =>
-    state.storage.transactionSync(() => {
-      const sql = state.storage.sql;
-      const log = new EventLog(sql);
-      return records.map((r) => {
-        const bytes = sql.exec<{ b: number }>("SELECT log_bytes AS b FROM session").one().b;
-        const logged = log.append(r, time, bytes);
-        sql.exec("UPDATE session SET log_bytes = ?", logged.endOffset);
+  return runInDurableObject(stub, (_, state) => {
+    // Through a SessionState over the object's storage: it shares the object's cached session row.
+    const s = new SessionState(state.storage);
+    return s.storage.transactionSync(() =>
+      records.map((r) => {
+        const logged = s.append(r, time);
         return { seq: logged.seq, event: logged.event, endOffset: logged.endOffset };
-      });
-    }),
-  );
+      }),
+    );
+  });
 }
 
 export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {

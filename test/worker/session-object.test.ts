@@ -3,12 +3,14 @@
  * `runInDurableObject`: lifecycle, the event log's record sizes and chunk rows, `log_bytes`, the
  * byte cap of one read, and the summary pushed to the TenantObject.
  */
-import { runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { Event, EventList, Session } from "../../src/shared/api-schema.ts";
 import { newId } from "../../src/shared/ids.ts";
 import { CHUNK_BYTES, EventLog, MAX_RECORD_BYTES, READ_BYTES, RecordTooLarge, type NewEvent } from "../../src/session/event-log.ts";
 import { concatBytes } from "../../src/shared/bytes.ts";
+import { SessionState } from "../../src/session/session-state.ts";
+import type { SessionRow } from "../../src/session/record.ts";
 import { appendRecords as append, env, freshSession, ok, type Stub } from "./helpers.ts";
 
 const encoder = new TextEncoder();
@@ -223,6 +225,85 @@ describe("event log records (spec Events: retained records are capped at 4 MiB)"
   });
 });
 
+describe("the session row held in memory (SQLite stays the truth)", () => {
+  const stored = (stub: Stub) => runInDurableObject(stub, (_, state) => state.storage.sql.exec<SessionRow>("SELECT * FROM session").one());
+
+  it("is right after the object is evicted and restarted, and later changes count on from SQLite", async () => {
+    const { n, stub } = freshSession();
+    ok(await stub.create(n));
+    ok(await stub.send({ type: "user.message", text: "one" }));
+    const before = await stored(stub);
+    expect(ok<Session>(await stub.get()).updated_at).toBe(before.updated_at);
+    await evictDurableObject(stub);
+    expect(ok<Session>(await stub.get()).updated_at).toBe(before.updated_at);
+    ok(await stub.send({ type: "user.message", text: "two" }));
+    const after = await stored(stub);
+    expect(after.version).toBe(before.version + 1);
+    expect(after.log_bytes).toBeGreaterThan(before.log_bytes);
+    ok(await stub.close());
+    await evictDurableObject(stub);
+    expect(ok<Session>(await stub.get()).status).toBe("closed");
+    expect((await stored(stub)).status).toBe("closed");
+  });
+
+  it("is put back when a transaction rolls back, so a value the rollback undid is never served", async () => {
+    const { n, stub } = freshSession();
+    ok(await stub.create(n));
+    const seen = await runInDurableObject(stub, (_, state) => {
+      const s = new SessionState(state.storage);
+      const version = s.require().version;
+      expect(() =>
+        s.storage.transactionSync(() => {
+          s.set({ status: "failed", version: version + 5 });
+          expect(s.require().status).toBe("failed");
+          throw new Error("rolled back");
+        }),
+      ).toThrow("rolled back");
+      return { cached: s.require(), version };
+    });
+    expect(seen.cached.status).toBe("idle");
+    expect(seen.cached.version).toBe(seen.version);
+    expect(ok<Session>(await stub.get()).status).toBe("idle");
+    // `indexed_version` is the one column stored with the next write (an older value only repeats a push).
+    const { indexed_version: _, ...row } = await stored(stub);
+    const { indexed_version: __, ...cached } = seen.cached;
+    expect(row).toEqual(cached);
+  });
+
+  it("a nested transaction that rolls back undoes only its own columns; the outer one's are written at its end", async () => {
+    const { n, stub } = freshSession();
+    ok(await stub.create(n));
+    const seen = await runInDurableObject(stub, (_, state) => {
+      const s = new SessionState(state.storage);
+      const before = s.require();
+      s.storage.transactionSync(() => {
+        s.set({ down_seq: before.down_seq + 1 });
+        expect(() =>
+          s.storage.transactionSync(() => {
+            s.set({ up_seq: before.up_seq + 7, down_seq: before.down_seq + 9 });
+            throw new Error("inner rolled back");
+          }),
+        ).toThrow("inner rolled back");
+        s.set({ up_seq: before.up_seq + 1 });
+      });
+      return { before, cached: s.require() };
+    });
+    const row = await stored(stub);
+    expect([row.up_seq, row.down_seq]).toEqual([seen.before.up_seq + 1, seen.before.down_seq + 1]);
+    expect(seen.cached).toEqual(row);
+  });
+
+  it("follows writes that bypass set (a raw UPDATE through the session storage)", async () => {
+    const { n, stub } = freshSession();
+    ok(await stub.create(n));
+    ok(await stub.get()); // the object has read (and holds) its row
+    await runInDurableObject(stub, (_, state) => {
+      new SessionState(state.storage).storage.sql.exec("UPDATE session SET status = 'failed'");
+    });
+    expect(ok<Session>(await stub.get()).status).toBe("failed");
+  });
+});
+
 describe("tenant index (GET /sessions is served by the TenantObject)", () => {
   // Session[] loses its type through the RPC stub (see `ok` in helpers.ts), so it is named here.
   const list = async (tenant: string) => (await env.TENANTS.getByName(tenant).list("", 1000)) as unknown as Session[];
@@ -237,6 +318,26 @@ describe("tenant index (GET /sessions is served by the TenantObject)", () => {
     expect(after).toHaveLength(1);
     expect(after[0]).toEqual(ok<Session>(await stub.get()));
     expect(after[0]!.status).toBe("closed");
+  });
+
+  it("coalesces pushes nobody waits on within the push interval; the alarm pushes the latest, and close is pushed at once", async () => {
+    const tenant = `idx-${newId()}`;
+    const { n, stub } = freshSession({ tenant });
+    const created = ok<Session>(await stub.create(n));
+    // Two messages right after the create: inside the interval, so the list still holds the create.
+    ok(await stub.send({ type: "user.message", text: "one" }));
+    ok(await stub.send({ type: "user.message", text: "two" }));
+    const now = ok<Session>(await stub.get());
+    expect(now.updated_at > created.updated_at).toBe(true);
+    expect(await list(tenant)).toEqual([created]);
+    // The push owed is durable and armed: the object's alarm brings the list up to date.
+    expect(await runInDurableObject(stub, (_, state) => state.storage.getAlarm())).not.toBeNull();
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await list(tenant)).toEqual([now]);
+    // A close is answered only once the list shows it, interval or not.
+    ok(await stub.close());
+    expect((await list(tenant))[0]!.status).toBe("closed");
+    expect(await list(tenant)).toEqual([ok<Session>(await stub.get())]);
   });
 
   it("ignores a push older than the version it holds", async () => {

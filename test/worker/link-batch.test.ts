@@ -1,0 +1,136 @@
+/**
+ * The runner link's `batch` frame at the SessionObject (src/shared/runner-protocol.ts): several
+ * numbered messages in one frame are applied once each, in one transaction, and acked once; after
+ * a link drop the runner-host resends what it has not seen acked, and nothing is lost or doubled.
+ * Live messages and acks may ride in a frame; they are published or applied in their place.
+ * The test plays the runner-host: a control socket at the pool, then the session's link socket.
+ */
+import { runInDurableObject } from "cloudflare:test";
+import { afterEach, describe, expect, it } from "vitest";
+import { RUNNER_PROTOCOL, type LinkDown, type LinkUp, type NumberedUp } from "../../src/shared/runner-protocol.ts";
+import { POOL_NAME } from "../../src/runner/pool-name.ts";
+import type { Event } from "../../src/shared/api-schema.ts";
+import { api, createSession, env, sendMessage, sessionStub, withTimeout } from "./helpers.ts";
+
+const USAGE = { input_tokens: 1, output_tokens: 2, cache_read_tokens: 0, cache_write_tokens: 0, total_tokens: 3 };
+const open: WebSocket[] = [];
+
+afterEach(() => {
+  for (const ws of open.splice(0)) ws.close();
+});
+
+/** Messages a socket received, with a wait for the next one that matches. */
+function inbox<T extends { t: string }>(ws: WebSocket) {
+  const got: T[] = [];
+  const waiters: { test: (m: T) => boolean; resolve: (m: T) => void }[] = [];
+  ws.addEventListener("message", (e) => {
+    const m = JSON.parse(e.data as string) as T;
+    got.push(m);
+    for (const w of [...waiters]) if (w.test(m)) (waiters.splice(waiters.indexOf(w), 1), w.resolve(m));
+  });
+  return {
+    got,
+    next: (test: (m: T) => boolean, what: string) =>
+      withTimeout(
+        new Promise<T>((resolve) => {
+          const seen = got.find(test);
+          if (seen) return resolve(seen);
+          waiters.push({ test, resolve });
+        }),
+        5_000,
+        what,
+      ),
+  };
+}
+
+async function runnerHost() {
+  const res = await env.RUNNERS.getByName(POOL_NAME).fetch("https://pool/control", { headers: { Upgrade: "websocket" } });
+  const ws = res.webSocket!;
+  ws.accept();
+  open.push(ws);
+  const control = inbox<{ t: string; session?: string; lease?: number }>(ws);
+  const capacity = { loaded: 0, loaded_limit: 100, idle: 0 };
+  ws.send(JSON.stringify({ t: "hello", protocol: RUNNER_PROTOCOL, runner_id: "e".repeat(32), boot: "f".repeat(32), harnesses: ["pi"], draining: false, capacity }));
+  await control.next((m) => m.t === "welcome", "welcome");
+  return control;
+}
+
+async function link(id: string, lease: number) {
+  const res = await sessionStub(id).fetch(`https://session/link?lease=${lease}`, { headers: { Upgrade: "websocket" } });
+  const ws = res.webSocket!;
+  ws.accept();
+  open.push(ws);
+  const box = inbox<LinkDown>(ws);
+  const send = (m: LinkUp) => ws.send(JSON.stringify(m));
+  return { ws, box, send };
+}
+
+const events = async (id: string) => ((await (await api(`/sessions/${id}/events?limit=1000`)).json()) as { events: Event[] }).events;
+
+describe("runner link batch frames", () => {
+  it("a batch is applied once and acked once; resent after a link drop, with one new message, nothing is lost or doubled", async () => {
+    const control = await runnerHost();
+    const s = await createSession();
+    const input = await sendMessage(s.id, "hi");
+    const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
+    const lease = attach.lease!;
+
+    const first = await link(s.id, lease);
+    await first.box.next((m) => m.t === "ack", "the object's ack on accept");
+    first.send({ t: "hello", down: 0 });
+    await first.box.next((m) => m.t === "open", "open");
+    first.send({ t: "ack", down: 1 });
+    first.send({ t: "opened", seq: 1 });
+    const run = (await first.box.next((m) => m.t === "run", "run")) as Extract<LinkDown, { t: "run" }>;
+    expect(run.turn).toBe(input.id);
+    first.send({ t: "ack", down: run.seq });
+
+    const assistant: NumberedUp = { t: "assistant", seq: 2, turn: input.id, text: "hello", usage: USAGE, stop_reason: "stop" };
+    const native: NumberedUp = { t: "native", seq: 3, records: [{ role: "assistant", text: "hello" }] };
+    first.send({ t: "batch", msgs: [assistant, native] });
+    expect(await first.box.next((m) => m.t === "ack" && m.up === 3, "one ack for the batch")).toEqual({ t: "ack", up: 3 });
+    expect(first.box.got.filter((m) => m.t === "ack" && m.up > 1)).toEqual([{ t: "ack", up: 3 }]); // none for seq 2 alone
+
+    // The link drops before the runner-host read that ack: it redials and resends from seq 2, now
+    // with the turn's end in the same frame.
+    first.ws.close(1000, "dropped");
+    const second = await link(s.id, lease);
+    expect(await second.box.next((m) => m.t === "ack", "the ack on accept")).toEqual({ t: "ack", up: 3 });
+    second.send({ t: "hello", down: run.seq });
+    // Live messages and an ack may ride in a frame too; they are never stored.
+    second.send({
+      t: "batch",
+      msgs: [
+        { t: "ack", down: run.seq },
+        { t: "delta", turn: input.id, text: "hel" },
+        assistant,
+        native,
+        { t: "turn_end", seq: 4, turn: input.id, status: "completed" },
+      ],
+    });
+    await second.box.next((m) => m.t === "ack" && m.up === 4, "the ack of the resent batch");
+
+    const log = await events(s.id);
+    expect(log.map((e) => [e.type, e.data.status ?? e.data.text])).toEqual([
+      ["user.message", "hi"],
+      ["session.status", "running"],
+      ["assistant.message", "hello"],
+      ["session.status", "idle"],
+    ]);
+    // The native records were stored once.
+    const nativeRows = await runInDurableObject(sessionStub(s.id), (_, state) => state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM native").one().n);
+    expect(nativeRows).toBe(1);
+  });
+
+  it("refuses a batch whose seqs are not consecutive (strict contract): the link is closed", async () => {
+    const control = await runnerHost();
+    const s = await createSession();
+    await sendMessage(s.id, "hi");
+    const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
+    const l = await link(s.id, attach.lease!);
+    await l.box.next((m) => m.t === "ack", "the ack on accept");
+    const closed = new Promise<number>((resolve) => l.ws.addEventListener("close", (e) => resolve(e.code)));
+    l.send({ t: "batch", msgs: [{ t: "opened", seq: 1 }, { t: "detached", seq: 3, reason: "x" }] } as LinkUp);
+    expect(await withTimeout(closed, 5_000, "the close")).toBe(1008);
+  });
+});
