@@ -4,7 +4,7 @@
  * Durable Object bindings below must equal wrangler.toml, which `wrangler deploy` and the workers
  * test pool read for the same code; test/unit/wrangler-config.test.ts fails when they drift apart.
  */
-import { build, type Plugin } from "esbuild";
+import { build, type BuildOptions, type Plugin } from "esbuild";
 import { builtinModules } from "node:module";
 import { fileURLToPath } from "node:url";
 
@@ -39,16 +39,21 @@ const nodeBuiltins: Plugin = {
 
 const ENTRY = fileURLToPath(new URL("../../src/index.ts", import.meta.url));
 
+/** How any Worker is bundled for workerd: one ES module in memory, workerd's export conditions. */
+export const WORKER_BUILD = {
+  bundle: true,
+  write: false,
+  format: "esm",
+  platform: "neutral",
+  target: "es2024",
+  mainFields: ["module", "main"],
+  conditions: ["workerd", "worker", "browser"],
+} satisfies BuildOptions & { write: false };
+
 export async function bundleWorker(): Promise<string> {
   const out = await build({
+    ...WORKER_BUILD,
     entryPoints: [ENTRY],
-    bundle: true,
-    write: false,
-    format: "esm",
-    platform: "neutral",
-    target: "es2024",
-    mainFields: ["module", "main"],
-    conditions: ["workerd", "worker", "browser"],
     external: ["cloudflare:*", "node:*"],
     loader: { ".sql": "text" },
     plugins: [nodeBuiltins],

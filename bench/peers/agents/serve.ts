@@ -13,6 +13,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
+import { WORKER_BUILD } from "../../../runner-host/cli/worker-bundle.ts";
 
 const { values } = parseArgs({ options: { provider: { type: "string" }, dir: { type: "string" } } });
 if (!values.provider || !values.dir) throw new Error("--provider and --dir are required");
@@ -22,14 +23,8 @@ const COMPATIBILITY_DATE = "2026-11-01";
 const COMPATIBILITY_FLAGS = ["nodejs_compat"];
 
 const out = await build({
+  ...WORKER_BUILD,
   entryPoints: [fileURLToPath(new URL("worker.ts", import.meta.url))],
-  bundle: true,
-  write: false,
-  format: "esm",
-  platform: "neutral",
-  target: "es2024",
-  mainFields: ["module", "main"],
-  conditions: ["workerd", "worker", "browser"],
   external: ["cloudflare:*", "node:*", ...builtinModules],
   sourcemap: false,
   logLevel: "error",
