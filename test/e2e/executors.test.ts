@@ -8,12 +8,11 @@ import { spawn } from "node:child_process";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call, expectApiError } from "../helpers/api.ts";
 import { registerExecutor, rpcExecutor, sseExecutor, type CallCommand, type Executor } from "../helpers/executors.ts";
 import { launchChromium } from "../helpers/chromium.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
+import { ROOT, secret, type Stack, startScriptedStack, type ScriptedStack } from "../helpers/stack.ts";
 
 const env = {
   MANAGE: secret("ex-manage"),
@@ -30,12 +29,11 @@ const LOOKUP = {
 };
 const SLOW = { name: "slow_job", description: "a job the test answers when it wants", input_schema: { type: "object" } };
 
-let provider: ScriptedProvider;
+let rig: ScriptedStack;
 let stack: Stack;
 
 beforeAll(async () => {
-  provider = await startScriptedProvider();
-  stack = await startStack({
+  rig = await startScriptedStack({
     config: {
       tokens: [
         { token_env: "MANAGE", tenant: "t", manage: true },
@@ -43,16 +41,12 @@ beforeAll(async () => {
         { token_env: "READER", tenant: "t", read_only: true, manage: true },
         { token_env: "OTHER", tenant: "other", manage: true },
       ],
-      harnesses: REFERENCE_HARNESSES,
-      providers: scriptedProviders(provider.url),
     },
     env,
   });
+  ({ stack } = rig);
 });
-afterAll(async () => {
-  await stack?.stop();
-  await provider?.close();
-});
+afterAll(() => rig?.stop());
 
 async function register(tools: object[] = [LOOKUP], binding = "dict"): Promise<{ id: string; token: string }> {
   const r = await registerExecutor(stack.url, env.MANAGE, { binding, tools });

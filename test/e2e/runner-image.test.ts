@@ -8,11 +8,10 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { spawnLogged } from "../helpers/process.ts";
 import { openSse } from "../helpers/sse.ts";
-import { REFERENCE_HARNESS_COMMAND, ROOT, secret, startStack, type Stack, scriptedProviders } from "../helpers/stack.ts";
+import { REFERENCE_HARNESS_COMMAND, ROOT, secret, type Stack, startScriptedStack, type ScriptedStack } from "../helpers/stack.ts";
 
 const dockerfile = readFileSync(path.join(ROOT, "Dockerfile"), "utf8");
 /** The JSON (exec) form of a Dockerfile instruction. */
@@ -22,26 +21,22 @@ const IMAGE_CONFIG = "/etc/svc/runner.json";
 const stopGrace = Number(/stop_grace_period: (\d+)s/.exec(readFileSync(path.join(ROOT, "examples/runner-compose.yaml"), "utf8"))![1]);
 
 const env = { MANAGE: secret("image-manage"), OPENAI_KEY: "sk-image", SVC_RUNNER_SECRET: secret("image-runner") };
-let provider: ScriptedProvider;
+let rig: ScriptedStack;
 let stack: Stack;
 
 beforeAll(async () => {
-  provider = await startScriptedProvider();
-  stack = await startStack({
+  rig = await startScriptedStack({
     config: {
       tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
       harnesses: { pi: { command: REFERENCE_HARNESS_COMMAND } },
-      providers: scriptedProviders(provider.url),
       runners: { token_env: "SVC_RUNNER_SECRET" },
     },
     env,
     runner: false,
   });
+  ({ stack } = rig);
 });
-afterAll(async () => {
-  await stack?.stop();
-  await provider?.close();
-});
+afterAll(() => rig?.stop());
 
 describe("the runner-host image", () => {
   it("runs node under an init, never npx, with a data volume and a stop grace of at least 30 s", () => {

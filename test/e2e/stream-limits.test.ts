@@ -5,34 +5,28 @@
  * turn are merged, so `subscriber_events` cuts only a reader that really falls behind).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
+import { ROOT, secret, type Stack, startScriptedStack, type ScriptedStack } from "../helpers/stack.ts";
 
 const env = { A: secret("limits-a"), B: secret("limits-b"), OPENAI_KEY: "sk-limits" };
-let provider: ScriptedProvider;
+let rig: ScriptedStack;
 let stack: Stack;
 
 beforeAll(async () => {
-  provider = await startScriptedProvider();
-  stack = await startStack({
+  rig = await startScriptedStack({
     config: {
       tokens: [
         { token_env: "A", tenant: "a", manage: true },
         { token_env: "B", tenant: "b", manage: true },
       ],
-      harnesses: REFERENCE_HARNESSES,
-      providers: scriptedProviders(provider.url),
       limits: { subscriber_events: 64, subscriber_bytes: 8 * 1024 * 1024, subscribers: 8 },
     },
     env,
   });
+  ({ stack } = rig);
 });
-afterAll(async () => {
-  await stack?.stop();
-  await provider?.close();
-});
+afterAll(() => rig?.stop());
 
 async function newSession(token = env.A): Promise<string> {
   const r = await call(stack.url, "POST", "/sessions", { token, body: { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } } });

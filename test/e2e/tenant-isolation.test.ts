@@ -3,33 +3,29 @@
  * tenant only, so tenant A's crashed harness leaves tenant B's running turn alone.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
+import type { ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, sessionProcessPids, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
+import { ROOT, secret, sessionProcessPids, type Stack, startScriptedStack, type ScriptedStack } from "../helpers/stack.ts";
 
 const env = { TENANT_A: secret("tenant-a"), TENANT_B: secret("tenant-b"), OPENAI_KEY: "sk-isolation-key" };
+let rig: ScriptedStack;
 let provider: ScriptedProvider;
 let stack: Stack;
 
 beforeAll(async () => {
-  provider = await startScriptedProvider();
-  stack = await startStack({
+  rig = await startScriptedStack({
     config: {
       tokens: [
         { token_env: "TENANT_A", tenant: "a", manage: true },
         { token_env: "TENANT_B", tenant: "b", manage: true },
       ],
-      harnesses: REFERENCE_HARNESSES,
-      providers: scriptedProviders(provider.url),
     },
     env,
   });
+  ({ provider, stack } = rig);
 });
-afterAll(async () => {
-  await stack?.stop();
-  await provider?.close();
-});
+afterAll(() => rig?.stop());
 
 type S = { id: string; token: string; sse: SseStream };
 async function session(token: string): Promise<S> {

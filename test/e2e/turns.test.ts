@@ -4,33 +4,30 @@
  * transitions" table, resume, and the harness environment.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
+import type { ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call, expectApiError } from "../helpers/api.ts";
 import { openSse, type Frame, type SseStream } from "../helpers/sse.ts";
-import { REFERENCE_HARNESSES, ROOT, secret, startStack, type Stack, scriptedProviders } from "../helpers/stack.ts";
+import { REFERENCE_HARNESSES, ROOT, secret, type Stack, startScriptedStack, type ScriptedStack } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("turn-manage"), OPENAI_KEY: "sk-turns-key-1", HOST_SECRET_THING: "must-not-leak" };
+let rig: ScriptedStack;
 let provider: ScriptedProvider;
 let stack: Stack;
 
 beforeAll(async () => {
-  provider = await startScriptedProvider();
-  stack = await startStack({
+  rig = await startScriptedStack({
     config: {
       tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
       harnesses: {
         pi: REFERENCE_HARNESSES.pi,
         env: { command: ["node", `${ROOT}test/fixtures/env-harness.mjs`] },
       },
-      providers: scriptedProviders(provider.url),
     },
     env,
   });
+  ({ provider, stack } = rig);
 });
-afterAll(async () => {
-  await stack?.stop();
-  await provider?.close();
-});
+afterAll(() => rig?.stop());
 
 type Session = { id: string; sse: SseStream };
 

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { REFERENCE_HARNESS_COMMAND as BUILT_HARNESS_COMMAND } from "../../scripts/build-harness.ts";
+import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -141,4 +142,21 @@ export const REFERENCE_HARNESSES = { pi: { command: REFERENCE_HARNESS_COMMAND.ma
 /** `providers` of a stack whose `openai/*` models are served by the scripted provider at `url`. */
 export function scriptedProviders(url: string, keyEnv = "OPENAI_KEY") {
   return { openai: { api_key_env: keyEnv, base_url: url, api: "openai-completions" } };
+}
+
+export type ScriptedStack = { provider: ScriptedProvider; stack: Stack; stop(): Promise<void> };
+
+/**
+ * The usual end-to-end rig: the scripted provider, and a stack that runs the reference harness as
+ * `pi` against it (`harnesses` and `providers` default to that; the config may override either).
+ */
+export async function startScriptedStack(o: StackOptions): Promise<ScriptedStack> {
+  const provider = await startScriptedProvider();
+  try {
+    const stack = await startStack({ ...o, config: { harnesses: REFERENCE_HARNESSES, providers: scriptedProviders(provider.url), ...o.config } });
+    return { provider, stack, stop: async () => (await stack.stop(), await provider.close()) };
+  } catch (e) {
+    await provider.close();
+    throw e;
+  }
 }
