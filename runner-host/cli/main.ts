@@ -97,30 +97,26 @@ export async function main(argv: string[]): Promise<number> {
   if (envFile) log("info", "environment file loaded", { path: envFile });
   if (command === "runner") return runRunner(configArg, check, status);
   const loaded = await loadConfigFile(configArg);
-  if (!loaded.ok) {
-    for (const problem of loaded.problems) process.stderr.write(`${configArg}: ${problem}\n`);
-    return 1;
-  }
-  if (check) {
-    process.stdout.write(`config ok: ${loaded.path}\n`);
-    return 0;
-  }
+  if (!loaded.ok || check) return reportConfig(configArg, loaded);
 
   const options = { config: loaded.config, configPath: loaded.path };
   return start(() => import("./local-stack.ts").then((m) => m.startLocalStack({ ...options, runner })));
 }
 
-/** `svc runner`: only the variables a runner-host reads are required (none for `-status`). */
-async function runRunner(configArg: string, check: boolean, status: boolean): Promise<number> {
-  const loaded = await loadRunnerConfigFile(configArg, process.env, { checkEnv: !status });
+/** A config that does not load: its problems on stderr (exit 1); one that does, under `-check`: exit 0. */
+function reportConfig(configArg: string, loaded: { ok: true; path: string } | { ok: false; problems: string[] }): number {
   if (!loaded.ok) {
     for (const problem of loaded.problems) process.stderr.write(`${configArg}: ${problem}\n`);
     return 1;
   }
-  if (check) {
-    process.stdout.write(`config ok: ${loaded.path}\n`);
-    return 0;
-  }
+  process.stdout.write(`config ok: ${loaded.path}\n`);
+  return 0;
+}
+
+/** `svc runner`: only the variables a runner-host reads are required (none for `-status`). */
+async function runRunner(configArg: string, check: boolean, status: boolean): Promise<number> {
+  const loaded = await loadRunnerConfigFile(configArg, process.env, { checkEnv: !status });
+  if (!loaded.ok || check) return reportConfig(configArg, loaded);
   const runnerMain = () => import("./runner-command.ts");
   if (status) return (await runnerMain()).printRunnerStatus(loaded.config);
   return start(async () => (await runnerMain()).runRunnerHost({ config: loaded.config, configPath: loaded.path }));
