@@ -98,3 +98,27 @@ export async function ok<C extends CommandInput>(hp: HarnessProcess, cmd: C) {
 export function initCommand(url: string, key = "test-key-1"): CommandInput<"init"> {
   return { op: "init", protocol: 1, providers: { openai: { key, base_url: url, api: "openai-completions" } } };
 }
+
+/**
+ * A minimal inline harness for fault tests: says ready, accepts init and open, answers `run` and
+ * then runs `onRun` (JavaScript; `out(m)` writes one protocol line).
+ */
+export function inlineHarness(engine: string, onRun: string): string[] {
+  return [
+    "node",
+    "-e",
+    `const out = (m) => process.stdout.write(JSON.stringify(m) + "\\n");
+     out({ type: "ready", protocol: 1, engine: ${JSON.stringify(engine)}, max_line_bytes: 1 << 20 });
+     let buf = "";
+     process.stdin.on("data", (c) => {
+       buf += c;
+       for (let i; (i = buf.indexOf("\\n")) >= 0; ) {
+         const cmd = JSON.parse(buf.slice(0, i));
+         buf = buf.slice(i + 1);
+         if (cmd.op === "init") out({ type: "response", id: cmd.id, ok: true, result: { engine: "e", catalog: "c" } });
+         else if (cmd.op === "open") out({ type: "response", id: cmd.id, ok: true, result: { model: { provider: "openai", id: "gpt-4o-mini", api: "openai-completions", context_window: 1 }, thinking_level: "off", records: 0 } });
+         else if (cmd.op === "run") { out({ type: "response", id: cmd.id, ok: true, result: {} }); ${onRun} }
+       }
+     });`,
+  ];
+}

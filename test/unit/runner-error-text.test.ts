@@ -5,6 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { bounded, foreign, FOREIGN_TEXT_BYTES, redact, TENANT_MESSAGE_BYTES } from "../../runner-host/error-text.ts";
+import { inlineHarness } from "./harness-helpers.ts";
 import { opened, Rig, turnEnd } from "./runner-setup.ts";
 
 let rig: Rig | undefined;
@@ -89,20 +90,4 @@ describe("error text from a provider and from a harness", () => {
 });
 
 /** A harness that accepts init and open, and on `run` writes to stderr and exits 3. */
-const STDERR_CRASH_HARNESS = [
-  "node",
-  "-e",
-  `const out = (m) => process.stdout.write(JSON.stringify(m) + "\\n");
-   out({ type: "ready", protocol: 1, engine: "crasher", max_line_bytes: 1 << 20 });
-   let buf = "";
-   process.stdin.on("data", (c) => {
-     buf += c;
-     for (let i; (i = buf.indexOf("\\n")) >= 0; ) {
-       const cmd = JSON.parse(buf.slice(0, i));
-       buf = buf.slice(i + 1);
-       if (cmd.op === "init") out({ type: "response", id: cmd.id, ok: true, result: { engine: "c", catalog: "c" } });
-       else if (cmd.op === "open") out({ type: "response", id: cmd.id, ok: true, result: { model: { provider: "openai", id: "gpt-4o-mini", api: "openai-completions", context_window: 1 }, thinking_level: "off", records: 0 } });
-       else if (cmd.op === "run") { out({ type: "response", id: cmd.id, ok: true, result: {} }); process.stderr.write("panic while serving other-tenant-data\\n", () => process.exit(3)); }
-     }
-   });`,
-];
+const STDERR_CRASH_HARNESS = inlineHarness("crasher", `process.stderr.write("panic while serving other-tenant-data\\n", () => process.exit(3));`);

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { CapacitySchema, RUNNER_PROTOCOL, type LinkUp } from "../../src/shared/runner-protocol.ts";
 import { verifyInspectionToken } from "../../src/shared/inspection-token.ts";
 import { RUNNER_SECRET } from "./runner-fake-service.ts";
+import { inlineHarness } from "./harness-helpers.ts";
 import { alive, INSPECT, MCP_PROBE, opened, Rig, SLOW, TOOL_TOKEN, turnEnd, WEATHER } from "./runner-setup.ts";
 
 let rig: Rig | undefined;
@@ -314,23 +315,7 @@ function turnWindow(fake: import("./runner-fake-service.ts").FakeSession, turn: 
  * A harness that says ready, accepts init and open, and answers `run` with a line that is not
  * JSON: a stdio framing violation mid-turn.
  */
-const GARBLING_HARNESS = [
-  "node",
-  "-e",
-  `const out = (m) => process.stdout.write(JSON.stringify(m) + "\\n");
-   out({ type: "ready", protocol: 1, engine: "garbler", max_line_bytes: 1 << 20 });
-   let buf = "";
-   process.stdin.on("data", (c) => {
-     buf += c;
-     for (let i; (i = buf.indexOf("\\n")) >= 0; ) {
-       const cmd = JSON.parse(buf.slice(0, i));
-       buf = buf.slice(i + 1);
-       if (cmd.op === "init") out({ type: "response", id: cmd.id, ok: true, result: { engine: "g", catalog: "g" } });
-       else if (cmd.op === "open") out({ type: "response", id: cmd.id, ok: true, result: { model: { provider: "openai", id: "gpt-4o-mini", api: "openai-completions", context_window: 1 }, thinking_level: "off", records: 0 } });
-       else if (cmd.op === "run") { out({ type: "response", id: cmd.id, ok: true, result: {} }); process.stdout.write("not json\\n"); }
-     }
-   });`,
-];
+const GARBLING_HARNESS = inlineHarness("garbler", `process.stdout.write("not json\\n");`);
 
 function firstDeltaMs(fake: import("./runner-fake-service.ts").FakeSession, turn: string, since: number): number {
   const at = fake.deltaTimes.get(turn);
