@@ -14,7 +14,7 @@
  * (the scripted provider and most OpenAI-compatible endpoints): for other transports the warm-up
  * would load a client the process never uses (memory), so they keep their cold first turn.
  */
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import { once } from "node:events";
 import type { AddressInfo } from "node:net";
 import type { ProviderConfig } from "../harness/protocol.ts";
@@ -40,6 +40,8 @@ export async function warmUp(options: RuntimeOptions): Promise<void> {
   let server: Server | undefined;
   let turns = 0;
   try {
+    // Loaded here: a process whose transports are not warmed never needs an HTTP server.
+    const { createServer } = await import("node:http");
     server = createServer((req, res) => {
       req.resume();
       req.on("end", () => {

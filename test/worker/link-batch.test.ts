@@ -7,7 +7,7 @@
  */
 import { runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import { RUNNER_PROTOCOL, type LinkDown, type LinkUp, type NumberedUp } from "../../src/shared/runner-protocol.ts";
+import { MAX_BATCH, RUNNER_PROTOCOL, type LinkDown, type LinkUp, type NumberedUp } from "../../src/shared/runner-protocol.ts";
 import { POOL_NAME } from "../../src/runner/pool-name.ts";
 import type { Event } from "../../src/shared/api-schema.ts";
 import { api, createSession, env, sendMessage, sessionStub, withTimeout } from "./helpers.ts";
@@ -120,6 +120,26 @@ describe("runner link batch frames", () => {
     // The native records were stored once.
     const nativeRows = await runInDurableObject(sessionStub(s.id), (_, state) => state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM native").one().n);
     expect(nativeRows).toBe(1);
+  });
+
+  it(`takes a batch of MAX_BATCH (${MAX_BATCH}) items and refuses one item more: the link is closed`, async () => {
+    const control = await runnerHost();
+    const s = await createSession();
+    await sendMessage(s.id, "hi");
+    const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
+    const fill = (n: number): LinkUp[] => Array.from({ length: n }, () => ({ t: "ack", down: 0 }) as LinkUp);
+    const l = await link(s.id, attach.lease!);
+    await l.box.next((m) => m.t === "ack", "the ack on accept");
+    l.send({ t: "hello", down: 0 });
+    await l.box.next((m) => m.t === "open", "open");
+    l.send({ t: "batch", msgs: [{ t: "opened", seq: 1 }, ...fill(MAX_BATCH - 1)] } as LinkUp);
+    await l.box.next((m) => m.t === "ack" && m.up === 1, "the ack of a full batch");
+    const closed = new Promise<number>((resolve) => l.ws.addEventListener("close", (e) => resolve(e.code)));
+    l.send({ t: "batch", msgs: [{ t: "detached", seq: 2, reason: "x" }, ...fill(MAX_BATCH)] } as LinkUp);
+    expect(await withTimeout(closed, 5_000, "the close")).toBe(1008);
+    // The refused frame applied nothing: its numbered message was never taken.
+    const upSeq = await runInDurableObject(sessionStub(s.id), (_, state) => state.storage.sql.exec<{ up_seq: number }>("SELECT up_seq FROM session").one().up_seq);
+    expect(upSeq).toBe(1);
   });
 
   it("refuses a batch whose seqs are not consecutive (strict contract): the link is closed", async () => {
