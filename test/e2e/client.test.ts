@@ -9,7 +9,7 @@ import { ApiError, SvcClient, type SessionEvent } from "../../client/index.ts";
 import { checkedFetch } from "../helpers/api.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
+import { ROOT, secret, startStack, type Stack, oneTenantConfig } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("client-manage"), OPENAI_KEY: "sk-client-test" };
 let provider: ScriptedProvider;
@@ -21,12 +21,7 @@ afterAll(async () => {
   await provider?.close();
 });
 
-const config = (limits: Record<string, number> = {}) => ({
-  tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
-  harnesses: REFERENCE_HARNESSES,
-  providers: scriptedProviders(provider.url),
-  limits,
-});
+const config = (limits: Record<string, number> = {}) => oneTenantConfig(provider.url, limits);
 const newSession = (svc: SvcClient) => svc.createSession({ harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } });
 
 /** Collects a stream in the background; `until` resolves at the first event matching. */

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, sessionProcessPids, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
+import { ROOT, secret, sessionProcessPids, startStack, type Stack, oneTenantConfig } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("runner-manage"), OPENAI_KEY: "sk-rotation-old" };
 let provider: ScriptedProvider;
@@ -20,12 +20,7 @@ afterAll(async () => {
   await provider?.close();
 });
 
-const config = (limits: Record<string, number> = {}) => ({
-  tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
-  harnesses: REFERENCE_HARNESSES,
-  providers: scriptedProviders(provider.url),
-  limits,
-});
+const config = (limits: Record<string, number> = {}) => oneTenantConfig(provider.url, limits);
 
 type S = { id: string; sse: SseStream };
 async function session(stack: Stack): Promise<S> {

@@ -160,3 +160,13 @@ export async function startScriptedStack(o: StackOptions): Promise<ScriptedStack
     throw e;
   }
 }
+
+/** Config of a one-tenant stack (`MANAGE` token, tenant `t`) running the reference harness against the scripted provider at `url`. */
+export function oneTenantConfig(url: string, limits: Record<string, number> = {}) {
+  return {
+    tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }],
+    harnesses: REFERENCE_HARNESSES,
+    providers: scriptedProviders(url),
+    limits,
+  };
+}
