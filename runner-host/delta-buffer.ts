@@ -12,12 +12,13 @@ export const DELTA_COALESCE_MS = 16;
 export const DELTA_COALESCE_CHARS = 8 * 1024;
 
 export class DeltaBuffer {
-  readonly #emit: (text: string) => void;
+  readonly #emit: (text: string, lead: boolean) => void;
   #text = "";
   #timer: NodeJS.Timeout | undefined;
   #lastSent = -Infinity;
 
-  constructor(emit: (text: string) => void) {
+  /** `lead`: the delta came after a quiet spell (a turn's first output), so nothing should hold it. */
+  constructor(emit: (text: string, lead: boolean) => void) {
     this.#emit = emit;
   }
 
@@ -27,18 +28,18 @@ export class DeltaBuffer {
     if (this.#text.length >= DELTA_COALESCE_CHARS) return this.flush();
     if (this.#timer) return;
     const wait = this.#lastSent + DELTA_COALESCE_MS - performance.now();
-    if (wait <= 0) return this.flush();
+    if (wait <= 0) return this.flush(true);
     this.#timer = setTimeout(() => this.flush(), wait);
   }
 
   /** Sends what is buffered now: before any numbered message of the turn, so order holds. */
-  flush(): void {
+  flush(lead = false): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#text === "") return;
     const text = this.#text;
     this.#text = "";
     this.#lastSent = performance.now();
-    this.#emit(text);
+    this.#emit(text, lead);
   }
 }

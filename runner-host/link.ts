@@ -120,9 +120,17 @@ export class SessionLink {
     return m.seq;
   }
 
-  /** Sends a live-only message if the socket is open; false when it was dropped. */
-  sendLive(m: LiveUp): boolean {
+  /**
+   * Sends a live-only message if the socket is open; false when it was dropped. `now`: it leaves at
+   * once, in a frame of its own, when nothing is waiting (a turn's first output does not wait for
+   * the end of the event-loop turn, nor carry an ack the object would have to write first).
+   */
+  sendLive(m: LiveUp, now = false): boolean {
     if (!this.isOpen) return false;
+    if (now && this.#pending.length === 0) {
+      this.#ws!.send(JSON.stringify(m));
+      return true;
+    }
     if (m.t === "credential") {
       // Not a batch item: it goes as itself, after what is waiting.
       this.#flush();

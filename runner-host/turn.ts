@@ -78,9 +78,9 @@ export class Turn {
   constructor(o: TurnOptions) {
     this.id = o.turn;
     this.#o = o;
-    this.#deltas = new DeltaBuffer((text) => {
+    this.#deltas = new DeltaBuffer((text, lead) => {
       this.#noteOutput();
-      o.link.sendLive({ t: "delta", turn: o.turn, text });
+      o.link.sendLive({ t: "delta", turn: o.turn, text }, lead);
     });
     this.done = new Promise((r) => (this.#resolveDone = r));
   }

@@ -72,8 +72,14 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
       // Miniflare's request log: a formatted line POSTed back to this process for every request
       // (and ignored: logs are our own JSON lines). It cost ~10% of workerd's CPU under load.
       logRequests: false,
-      host: listen.host,
-      port,
+      // `listen` is workerd's own socket for the Worker, as the edge is in production. Miniflare's
+      // entry worker (dev conveniences: pretty error pages, cdn-cgi routes, a `cf` blob rebuilt into
+      // every request) would be a JavaScript hop on every request: ~17% of workerd's CPU per turn
+      // (bench/RESULTS.md). Miniflare still needs its entry socket; it gets a free loopback port
+      // nothing uses.
+      host: "127.0.0.1",
+      port: 0,
+      unsafeDirectSockets: [{ host: listen.host, port }],
       handleStructuredLogs: ({ level, message }: { level: string; message: string }) => relayLine("worker", level, message),
       // A developer's debugger for the Worker and its objects (CONTRIBUTING.md): off unless asked.
       ...(env.SVC_INSPECT_WORKER ? { inspectorPort: Number(env.SVC_INSPECT_WORKER) } : {}),
@@ -87,7 +93,8 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
   for (const [sig, fns] of signalListeners()) {
     for (const fn of fns) if (!before.get(sig)!.includes(fn)) process.off(sig, fn);
   }
-  const url = (await mf.ready).href.replace(/\/$/, "");
+  await mf.ready;
+  const url = (await mf.unsafeGetDirectURL()).href.replace(/\/$/, "");
   log("info", "local stack listening", { url, data_dir: dataDir, startup_ms: Math.round(performance.now() - t0) });
 
   const runner = o.runner === false ? undefined : new RunnerHost({

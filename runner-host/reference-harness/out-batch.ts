@@ -19,6 +19,8 @@ export class OutputBatch {
   readonly #write: (text: string) => void;
   #queued: HarnessOutput[] = [];
   #scheduled = false;
+  /** Turns that have written a delta (until their `turn.end`): only a turn's first delta skips the queue. */
+  readonly #started = new Set<string>();
 
   constructor(write: (text: string) => void) {
     this.#write = write;
@@ -37,7 +39,13 @@ export class OutputBatch {
       last.text += m.text;
       return;
     }
+    if (m.type === "assistant.delta" && this.#queued.length === 0 && !this.#started.has(m.turn)) {
+      // A turn's first delta is its first output: written at once, not after the rest of the read.
+      this.#started.add(m.turn);
+      return this.#write(serializeJsonLine(m));
+    }
     this.#queued.push(m.type === "assistant.delta" ? { ...m } : m);
+    if (m.type === "turn.end") this.#started.delete(m.turn);
     if (!this.#scheduled) {
       this.#scheduled = true;
       setImmediate(() => this.flush());

@@ -12,7 +12,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
 import type { Event, EventList, Input, Session, Status } from "../shared/api-schema.ts";
 import { asResult, asResultAsync, conflict, ERROR_STATUS, overloaded, unauthorized, type Result } from "../shared/errors.ts";
-import { LEASE_GONE_CLOSE_CODE, LinkUpSchema, PING, PONG, type BatchItem, type NumberedUp } from "../shared/runner-protocol.ts";
+import { LEASE_GONE_CLOSE_CODE, parseLinkUp, PING, PONG, type BatchItem, type NumberedUp } from "../shared/runner-protocol.ts";
 import { log } from "../log.ts";
 import { scheduleExport } from "../metrics/exporter.ts";
 import { metrics } from "../metrics/registry.ts";
@@ -293,13 +293,8 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   #onRunnerMessage(ws: WebSocket, text: string): Promise<void> | void {
-    let parsed;
-    try {
-      parsed = LinkUpSchema.safeParse(JSON.parse(text));
-    } catch {
-      parsed = undefined;
-    }
-    if (!parsed?.success) {
+    const parsed = parseLinkUp(text);
+    if (!parsed.success) {
       log("warn", "invalid runner link message", { session_id: this.#state.row()?.id });
       return ws.close(1008, "invalid link message");
     }

@@ -255,3 +255,29 @@ export const LinkUpSchema = z.discriminatedUnion("t", [
   z.strictObject({ t: z.literal("credential"), call_id: Hex32 }),
 ]);
 export type LinkUp = z.infer<typeof LinkUpSchema>;
+
+/**
+ * Parses one up frame. A lone `delta` with exactly its three keys and valid values is taken
+ * without zod: it is the frame a turn's first output arrives in, and the one the object sees
+ * most. Anything else, every malformed delta included, goes through LinkUpSchema, which names
+ * the problem.
+ */
+export function parseLinkUp(text: string): { success: true; data: LinkUp } | { success: false } {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return { success: false };
+  }
+  if (isPlainDelta(v)) return { success: true, data: v };
+  const r = LinkUpSchema.safeParse(v);
+  return r.success ? { success: true, data: r.data } : { success: false };
+}
+
+function isPlainDelta(v: unknown): v is Extract<LinkUp, { t: "delta" }> {
+  if (typeof v !== "object" || v === null || (v as { t?: unknown }).t !== "delta") return false;
+  const { turn, text } = v as { turn?: unknown; text?: unknown };
+  let keys = 0;
+  for (const _ in v) keys++;
+  return keys === 3 && typeof text === "string" && typeof turn === "string" && ID_PATTERN.test(turn);
+}

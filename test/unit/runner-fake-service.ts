@@ -52,6 +52,8 @@ export class FakeSession {
   duplicates = 0;
   /** Every `batch` frame received, in order: the seq of each numbered item, the `t` of the others. */
   readonly batches: (number | string)[][] = [];
+  /** Deltas that arrived as a frame of their own (not inside a batch). */
+  readonly soloDeltas = new Set<LinkUp>();
   /** performance.now() of the first delta of each turn. */
   readonly deltaTimes = new Map<string, number>();
   autoAck = true;
@@ -98,6 +100,7 @@ export class FakeSession {
       if (text === PING) return void ws.send(PONG);
       const parsed = LinkUpSchema.safeParse(JSON.parse(text));
       if (!parsed.success) return void this.errors.push(`invalid up message: ${text.slice(0, 200)}`);
+      if (parsed.data.t === "delta") this.soloDeltas.add(parsed.data);
       this.#onUp(ws, parsed.data);
     });
   }

@@ -91,6 +91,21 @@ describe("runner-host session link", () => {
     expect(count(fake, "tool_result")).toBe(1);
   });
 
+  it("sends a turn's first delta at once in a frame of its own: first output waits for no batch and carries no ack", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-first");
+    await opened(fake);
+    // The wait keeps the turn's first native record (the user message) well ahead of the first delta.
+    const turn = rig.run(fake, "[[ttft 30]] [[deltas 5]]");
+    const end = await turnEnd(fake, turn);
+    expect(end.status).toBe("completed");
+    const deltas = fake.turn(turn).filter((m) => m.t === "delta");
+    expect(fake.soloDeltas.has(deltas[0]!)).toBe(true);
+    const assistant = fake.turn(turn).find((m) => m.t === "assistant") as Extract<LinkUp, { t: "assistant" }>;
+    expect(deltas.map((d) => d.text).join("")).toBe(assistant.text);
+    expectContiguous(fake);
+  });
+
   it("applies a repeated down message once and re-acks it", async () => {
     rig = await Rig.start();
     const fake = await rig.open("sess-dup");
