@@ -104,6 +104,13 @@ export class RowCache {
     return v;
   }
 
+  /** Sets a memo after a write to its table that the caller accounted for (the write dropped it). */
+  remember(table: string, name: string, value: unknown): void {
+    let m = this.#memos.get(table);
+    if (!m) this.#memos.set(table, (m = new Map()));
+    m.set(name, value);
+  }
+
   #wrote(table: string): void {
     if (table === "session") this.#row = null;
     else this.#memos.get(table)?.clear();

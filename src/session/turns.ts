@@ -111,10 +111,7 @@ export class Turns {
         return { events, detached: true };
       }
       case "native":
-        for (const r of m.records) {
-          const text = JSON.stringify(r);
-          this.#sql.exec("INSERT INTO native (record, bytes) VALUES (?, ?)", text, new TextEncoder().encode(text).length);
-        }
+        this.#s.addNative(m.records.map((r) => JSON.stringify(r)));
         return { events: [] };
       case "assistant":
         if (m.turn !== turn) return { events: [] };

@@ -46,4 +46,24 @@ describe("limits.session_bytes counts native state with the event log", () => {
       expect(() => s.send({ type: "user.message", text: "more" }, limits, NOW)).toThrow(expect.objectContaining({ code: "overloaded" }));
     });
   });
+
+  it("the native byte total kept across appends equals a fresh sum, after a refused append and a revert too", async () => {
+    const { n, stub } = freshSession();
+    ok(await stub.create(n));
+    await runInDurableObject(stub, (_, state) => {
+      const s = new SessionState(state.storage);
+      const turns = new Turns(s);
+      const summed = () => state.storage.sql.exec<{ b: number }>("SELECT COALESCE(SUM(bytes), 0) AS b FROM native").one().b;
+      s.send({ type: "user.message", text: "grow" }, limits, NOW);
+      turns.start(NOW);
+      let seq = 1;
+      for (; seq <= 3; seq++) turns.apply({ t: "native", seq, records: [{ role: "user", i: seq, text: "é".repeat(1000) }, { role: "assistant", i: seq }] }, NOW, SESSION_BYTES);
+      expect(s.nativeBytes()).toBe(summed());
+      expect(summed()).toBeGreaterThan(6000); // two bytes per "é": bytes, not characters
+      expect(() => turns.apply({ t: "native", seq, records: [record(0), ...Array.from({ length: 16 }, (_, i) => record(i + 1))] }, NOW, SESSION_BYTES)).toThrow(/limits\.session_bytes/);
+      expect(s.nativeBytes()).toBe(summed());
+      turns.revertNative();
+      expect(s.nativeBytes()).toBe(summed());
+    });
+  });
 });
