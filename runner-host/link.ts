@@ -42,6 +42,12 @@ const BATCH_CHARS = 1024 * 1024;
  * only trims its resend outbox by acks, so a later ack delays nothing.
  */
 const ACK_DELAY_MS = 50;
+/**
+ * How long a `native` record may wait for a frame to ride in, ms. A turn's first record (the user
+ * message) is appended while the harness is on its way to the provider: a frame of its own then
+ * would make the object write and commit in the middle of the turn's first output.
+ */
+const NATIVE_DELAY_MS = 20;
 /** A numbered up message before the link assigns its seq. */
 export type UpBody = NumberedUp extends infer M ? (M extends NumberedUp ? Omit<M, "seq"> : never) : never;
 export type LiveUp = Extract<LinkUp, { t: "delta" | "progress" | "credential" }>;
@@ -76,6 +82,9 @@ export class SessionLink {
   /** Messages of this event-loop turn not yet written, as JSON, in order; written by `#flush`. */
   #pending: string[] = [];
   #flushQueued: NodeJS.Immediate | undefined;
+  /** Messages in `#pending` other than `native` records: these make the next flush due at once. */
+  #urgent = 0;
+  #nativeTimer: NodeJS.Timeout | undefined;
   #ackTimer: NodeJS.Timeout | undefined;
   #acked = 0;
   #applied = 0;
@@ -116,6 +125,11 @@ export class SessionLink {
     this.#unacked.push(m);
     if (!this.isOpen) return m.seq;
     this.#pending.push(JSON.stringify(m));
+    if (m.t === "native") {
+      this.#nativeTimer ??= setTimeout(() => this.#flush(), NATIVE_DELAY_MS);
+      return m.seq;
+    }
+    this.#urgent++;
     this.#flushQueued ??= setImmediate(() => this.#flush());
     return m.seq;
   }
@@ -127,7 +141,8 @@ export class SessionLink {
    */
   sendLive(m: LiveUp, now = false): boolean {
     if (!this.isOpen) return false;
-    if (now && this.#pending.length === 0) {
+    if (now && this.#urgent === 0) {
+      // Ahead of any `native` record still waiting: those have no events to keep in order with.
       this.#ws!.send(JSON.stringify(m));
       return true;
     }
@@ -138,6 +153,7 @@ export class SessionLink {
       return true;
     }
     this.#pending.push(JSON.stringify(m));
+    this.#urgent++;
     this.#flushQueued ??= setImmediate(() => this.#flush());
     return true;
   }
@@ -146,6 +162,9 @@ export class SessionLink {
   #flush(): void {
     clearImmediate(this.#flushQueued);
     this.#flushQueued = undefined;
+    clearTimeout(this.#nativeTimer);
+    this.#nativeTimer = undefined;
+    this.#urgent = 0;
     if (this.#ackQueued) {
       clearTimeout(this.#ackTimer);
       this.#ackQueued = false;
@@ -199,6 +218,9 @@ export class SessionLink {
       // Everything unacked goes again, so what was waiting for the flush is in it (live messages
       // of a dropped socket are lost, as they would have been; hello carries the ack).
       this.#pending = [];
+      this.#urgent = 0;
+      clearTimeout(this.#nativeTimer);
+      this.#nativeTimer = undefined;
       clearTimeout(this.#ackTimer);
       this.#ackQueued = false;
       writeFrames(ws, this.#unacked.map((m) => JSON.stringify(m)));

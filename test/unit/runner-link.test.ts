@@ -106,6 +106,24 @@ describe("runner-host session link", () => {
     expectContiguous(fake);
   });
 
+  it("lets a native record wait for the next frame, so a first delta sent after it still goes first; alone it goes after a short wait", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-native");
+    await opened(fake);
+    const link = rig.host.session("sess-native")!.link;
+    const turn = "c".repeat(32);
+    const seq = link.send({ t: "native", records: [{ role: "user", content: "hi" }] });
+    link.sendLive({ t: "delta", turn, text: "first" }, true);
+    const first = await fake.ups.find((m) => m.t === "delta" || m.t === "native");
+    expect(first).toMatchObject({ t: "delta", text: "first" });
+    expect(fake.soloDeltas.has(first)).toBe(true);
+    // Nothing else is sent: the record still leaves, on its own, once its wait is over.
+    const native = await fake.ups.find((m) => m.t === "native");
+    expect(native).toMatchObject({ seq, records: [{ role: "user", content: "hi" }] });
+    expect(await link.waitAcked(5_000, seq)).toBe(true);
+    expectContiguous(fake);
+  });
+
   it("applies a repeated down message once and re-acks it", async () => {
     rig = await Rig.start();
     const fake = await rig.open("sess-dup");
