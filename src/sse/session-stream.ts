@@ -210,8 +210,8 @@ export async function openSessionStream(
     if (overBudget()) return cut();
     for (const e of msg.events) enqueueLive(e);
   });
-  // The client went away: workerd cancels the response body, which errors the writable side. (Behind
-  // the local stack's proxy that is only seen at the next write: a keepalive at the latest.)
+  // The client went away: workerd cancels the response body, which errors the writable side. (In
+  // the local stack that is only seen at the next write: a keepalive at the latest.)
   writer.closed.catch(() => cut());
   ws.addEventListener("close", () => finish());
   // Once the object's side is over (draining), the socket has nothing left to say: an error from it

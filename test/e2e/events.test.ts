@@ -289,7 +289,7 @@ describe("SSE mode", () => {
     const id = await newSession();
     const open = [await openSse(sseUrl(id), { token: env.READ }), await openSse(sseUrl(id), { token: env.READ })];
     for (const s of open) expect(s.status).toBe(200);
-    // The relay closes its object socket when the client goes away. Behind the local stack's proxy
+    // The relay closes its object socket when the client goes away. In the local stack
     // it notices a vanished client at its next write (a keepalive within 15 s).
     open[0]!.close();
     await open[0]!.ended;
