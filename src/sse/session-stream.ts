@@ -31,9 +31,10 @@ export type Budget = { events: number; bytes: number };
 export type StreamHooks = { tick?: () => void; end?: () => void; track?: (stream: EndableStream) => void };
 
 /**
- * A frame waiting for the client. Live `assistant.delta` frames keep their event unencoded while
- * queued, so consecutive deltas of one turn can be merged into one frame (lossless: the texts
- * concatenate); everything else is encoded when it is queued.
+ * A frame waiting for the client. Live `assistant.delta` frames keep their event while queued, so
+ * consecutive deltas of one turn can be merged into one frame (lossless: the texts concatenate);
+ * a merge drops the item's encoding, which is made again when it is written. Everything else is
+ * encoded once, when it is queued.
  */
 type Item = {
   at: number;
@@ -165,11 +166,14 @@ export async function openSessionStream(
     if (isPlainDelta(e) && tail?.delta && tail.delta.input_id === e.input_id) {
       const text = (tail.delta.data.text as string) + e.data.text;
       tail.delta = { ...tail.delta, data: { text } };
+      tail.bytes = undefined; // encoded again, merged, when it is written
       tail.cost += escapedLength(e.data.text);
       return;
     }
     if (isPlainDelta(e)) {
-      return enqueue({ at: Date.now(), cost: encodeEvent(e).dataLength + EVENT_OVERHEAD_BYTES, live: true, delta: e });
+      // Kept encoded too: a delta nothing merges into (a turn's first, usually) is written as is.
+      const f = encodeEvent(e);
+      return enqueue({ at: Date.now(), cost: f.dataLength + EVENT_OVERHEAD_BYTES, live: true, delta: e, bytes: f.bytes });
     }
     const f = encodeEvent(e);
     enqueue({ at: Date.now(), cost: f.dataLength + EVENT_OVERHEAD_BYTES, live: true, bytes: f.bytes });
