@@ -81,11 +81,11 @@ export class SessionLink {
   #unacked: NumberedUp[] = [];
   /** Messages of this event-loop turn not yet written, as JSON, in order; written by `#flush`. */
   #pending: string[] = [];
-  #flushQueued: NodeJS.Immediate | undefined;
-  /** Messages in `#pending` other than `native` records: these make the next flush due at once. */
-  #urgent = 0;
-  #nativeTimer: NodeJS.Timeout | undefined;
-  #ackTimer: NodeJS.Timeout | undefined;
+  /**
+   * The one flush that is scheduled: at the end of this event-loop turn (`soon`), or after a wait
+   * that only a `native` record or a down-ack is allowed (whichever is due first wins).
+   */
+  #due: { at: number; soon: boolean; cancel(): void } | undefined;
   #acked = 0;
   #applied = 0;
   #ended = false;
@@ -125,12 +125,7 @@ export class SessionLink {
     this.#unacked.push(m);
     if (!this.isOpen) return m.seq;
     this.#pending.push(JSON.stringify(m));
-    if (m.t === "native") {
-      this.#nativeTimer ??= setTimeout(() => this.#flush(), NATIVE_DELAY_MS);
-      return m.seq;
-    }
-    this.#urgent++;
-    this.#flushQueued ??= setImmediate(() => this.#flush());
+    this.#flushWithin(m.t === "native" ? NATIVE_DELAY_MS : 0);
     return m.seq;
   }
 
@@ -141,7 +136,7 @@ export class SessionLink {
    */
   sendLive(m: LiveUp, now = false): boolean {
     if (!this.isOpen) return false;
-    if (now && this.#urgent === 0) {
+    if (now && !this.#due?.soon) {
       // Ahead of any `native` record still waiting: those have no events to keep in order with.
       this.#ws!.send(JSON.stringify(m));
       return true;
@@ -153,20 +148,14 @@ export class SessionLink {
       return true;
     }
     this.#pending.push(JSON.stringify(m));
-    this.#urgent++;
-    this.#flushQueued ??= setImmediate(() => this.#flush());
+    this.#flushWithin(0);
     return true;
   }
 
   /** Writes what is waiting (and an ack that is due): one message alone as itself, more as `batch` frames. */
   #flush(): void {
-    clearImmediate(this.#flushQueued);
-    this.#flushQueued = undefined;
-    clearTimeout(this.#nativeTimer);
-    this.#nativeTimer = undefined;
-    this.#urgent = 0;
+    this.#cancelFlush();
     if (this.#ackQueued) {
-      clearTimeout(this.#ackTimer);
       this.#ackQueued = false;
       this.#pending.push(JSON.stringify({ t: "ack", down: this.#applied } satisfies LinkUp));
     }
@@ -174,6 +163,25 @@ export class SessionLink {
     if (out.length === 0) return;
     this.#pending = [];
     if (this.isOpen) writeFrames(this.#ws!, out);
+  }
+
+  /** Makes a flush due within `ms` (0: at the end of this event-loop turn), unless one is due sooner. */
+  #flushWithin(ms: number): void {
+    const at = performance.now() + ms;
+    if (this.#due && this.#due.at <= at) return;
+    this.#due?.cancel();
+    if (ms === 0) {
+      const h = setImmediate(() => this.#flush());
+      this.#due = { at, soon: true, cancel: () => clearImmediate(h) };
+    } else {
+      const h = setTimeout(() => this.#flush(), ms);
+      this.#due = { at, soon: false, cancel: () => clearTimeout(h) };
+    }
+  }
+
+  #cancelFlush(): void {
+    this.#due?.cancel();
+    this.#due = undefined;
   }
 
   /** Resolves true once everything up to `seq` (default: all sent so far) is acked; false on timeout or end. */
@@ -218,10 +226,7 @@ export class SessionLink {
       // Everything unacked goes again, so what was waiting for the flush is in it (live messages
       // of a dropped socket are lost, as they would have been; hello carries the ack).
       this.#pending = [];
-      this.#urgent = 0;
-      clearTimeout(this.#nativeTimer);
-      this.#nativeTimer = undefined;
-      clearTimeout(this.#ackTimer);
+      this.#cancelFlush();
       this.#ackQueued = false;
       writeFrames(ws, this.#unacked.map((m) => JSON.stringify(m)));
       this.#o.onConnected?.();
@@ -289,7 +294,7 @@ export class SessionLink {
   #queueAck(): void {
     if (this.#ackQueued) return;
     this.#ackQueued = true;
-    this.#ackTimer = setTimeout(() => this.#flush(), ACK_DELAY_MS);
+    this.#flushWithin(ACK_DELAY_MS);
   }
 
   #raw(m: LinkUp): void {

@@ -96,8 +96,7 @@ export class RowCache {
 
   /** `read()`, kept until a statement writes `table` (through the wrapped storage) or a rollback. */
   memo<T>(table: string, name: string, read: () => T): T {
-    let m = this.#memos.get(table);
-    if (!m) this.#memos.set(table, (m = new Map()));
+    const m = this.#memosOf(table);
     if (m.has(name)) return m.get(name) as T;
     const v = read();
     m.set(name, v);
@@ -106,9 +105,13 @@ export class RowCache {
 
   /** Sets a memo after a write to its table that the caller accounted for (the write dropped it). */
   remember(table: string, name: string, value: unknown): void {
+    this.#memosOf(table).set(name, value);
+  }
+
+  #memosOf(table: string): Map<string, unknown> {
     let m = this.#memos.get(table);
     if (!m) this.#memos.set(table, (m = new Map()));
-    m.set(name, value);
+    return m;
   }
 
   #wrote(table: string): void {

@@ -170,13 +170,10 @@ export async function openSessionStream(
       tail.cost += escapedLength(e.data.text);
       return;
     }
-    if (isPlainDelta(e)) {
-      // Kept encoded too: a delta nothing merges into (a turn's first, usually) is written as is.
-      const f = encodeEvent(e);
-      return enqueue({ at: Date.now(), cost: f.dataLength + EVENT_OVERHEAD_BYTES, live: true, delta: e, bytes: f.bytes });
-    }
+    // A delta keeps its event too, for what may merge into it; one nothing merges into (a turn's
+    // first, usually) is written as encoded here.
     const f = encodeEvent(e);
-    enqueue({ at: Date.now(), cost: f.dataLength + EVENT_OVERHEAD_BYTES, live: true, bytes: f.bytes });
+    enqueue({ at: Date.now(), cost: f.dataLength + EVENT_OVERHEAD_BYTES, live: true, bytes: f.bytes, ...(isPlainDelta(e) ? { delta: e } : {}) });
   };
 
   /** The backlog behind the frame being written (that one is not counted). */

@@ -24,15 +24,22 @@ const NOW = "2026-01-01T00:00:00.000Z";
 /** A native record of about 1 MiB (the harness's records are opaque JSON objects). */
 const record = (i: number) => ({ role: "assistant", i, text: "n".repeat(MiB) });
 
+/** A new session with one running turn, inside its object. */
+async function inRunningTurn(fn: (s: SessionState, turns: Turns, state: DurableObjectState) => void): Promise<void> {
+  const { n, stub } = freshSession();
+  ok(await stub.create(n));
+  await runInDurableObject(stub, (_, state) => {
+    const s = new SessionState(state.storage);
+    const turns = new Turns(s);
+    s.send({ type: "user.message", text: "grow" }, limits, NOW);
+    expect(turns.start(NOW)).toBeDefined();
+    fn(s, turns, state);
+  });
+}
+
 describe("limits.session_bytes counts native state with the event log", () => {
   it("a native append past the limit is refused and stores nothing; a send near it is 429", async () => {
-    const { n, stub } = freshSession();
-    ok(await stub.create(n));
-    await runInDurableObject(stub, (_, state) => {
-      const s = new SessionState(state.storage);
-      const turns = new Turns(s);
-      s.send({ type: "user.message", text: "grow" }, limits, NOW);
-      expect(turns.start(NOW)).toBeDefined();
+    await inRunningTurn((s, turns, state) => {
       let seq = 1;
       // About 14 MiB of native state fits beside the small log (16 MiB less a 1 MiB reserve).
       for (; seq <= 14; seq++) turns.apply({ t: "native", seq, records: [record(seq)] }, NOW, SESSION_BYTES);
@@ -48,14 +55,8 @@ describe("limits.session_bytes counts native state with the event log", () => {
   });
 
   it("the native byte total kept across appends equals a fresh sum, after a refused append and a revert too", async () => {
-    const { n, stub } = freshSession();
-    ok(await stub.create(n));
-    await runInDurableObject(stub, (_, state) => {
-      const s = new SessionState(state.storage);
-      const turns = new Turns(s);
+    await inRunningTurn((s, turns, state) => {
       const summed = () => state.storage.sql.exec<{ b: number }>("SELECT COALESCE(SUM(bytes), 0) AS b FROM native").one().b;
-      s.send({ type: "user.message", text: "grow" }, limits, NOW);
-      turns.start(NOW);
       let seq = 1;
       for (; seq <= 3; seq++) turns.apply({ t: "native", seq, records: [{ role: "user", i: seq, text: "é".repeat(1000) }, { role: "assistant", i: seq }] }, NOW, SESSION_BYTES);
       expect(s.nativeBytes()).toBe(summed());
