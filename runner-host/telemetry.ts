@@ -37,7 +37,7 @@ export const METRIC_INTERVAL_MS = 15_000;
 /** Bound on one OTLP export, retries included, ms: well inside the ~20 s exit budget. */
 const EXPORT_TIMEOUT_MS = 5_000;
 /** Bound on `flush`/`shutdown`, ms: a little over one export, so a failing export reports its error. */
-const FLUSH_TIMEOUT_MS = EXPORT_TIMEOUT_MS + 1_000;
+export const FLUSH_TIMEOUT_MS = EXPORT_TIMEOUT_MS + 1_000;
 /** Buckets of the millisecond histograms: a warm first delta (a few ms) up to the 5-minute tool timeout. */
 const MS_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 120_000, 300_000];
 

@@ -7,7 +7,7 @@
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { telemetry } from "../../runner-host/telemetry.ts";
+import { FLUSH_TIMEOUT_MS, telemetry } from "../../runner-host/telemetry.ts";
 import { opened, Rig, SLOW, TOOL_TOKEN, turnEnd } from "./runner-setup.ts";
 
 type Attrs = Record<string, unknown>;
@@ -157,7 +157,7 @@ describe("runner-host telemetry", () => {
     const warned = stopping.logs.items.filter((l) => l.level === "warn").map((l) => l.msg);
     expect(warned.some((m) => /^telemetry shutdown (failed|timed out)$/.test(m))).toBe(true);
     expect(telemetry().enabled).toBe(false);
-  });
+  }, FLUSH_TIMEOUT_MS + 10_000); // the exporters may retry ECONNREFUSED until the shutdown's own bound
 
   it("without OTEL_EXPORTER_OTLP_ENDPOINT sends nothing, and the turn and its tool call work the same", async () => {
     rig = await Rig.start(); // env: the tool token only
