@@ -67,9 +67,11 @@ export class ControlClient {
 
   /**
    * Sends a status if what placement decides on changed since the last one (coalesced per tick):
-   * draining, `loaded`, `loaded_limit`, or whether any session is idle. How many are idle moves
-   * with every turn's start and end, but the pool only asks whether one is (room at the limit), so
-   * a busy runner-host does not send a status per turn. The figures sent are the current ones.
+   * draining, `loaded`, `loaded_limit`, or, at the limit, whether any session is idle. How many are
+   * idle moves with every turn's start and end, but the pool only asks whether one is, and only
+   * when `loaded` has reached `loaded_limit` (room at the limit), so neither a busy runner-host nor
+   * one serving a single session sends a status per turn: that message would reach the service
+   * while the turn's first output is on its way. The figures sent are the current ones.
    */
   statusChanged(): void {
     if (this.#statusQueued) return;
@@ -164,5 +166,5 @@ export class ControlClient {
 
 /** The part of a status the pool places by (src/runner/runner-pool.ts `roomFor`, `status`). */
 function placementFigures(draining: boolean, c: Capacity): string {
-  return `${draining} ${c.loaded} ${c.loaded_limit} ${c.idle > 0}`;
+  return `${draining} ${c.loaded} ${c.loaded_limit} ${c.loaded >= c.loaded_limit && c.idle > 0}`;
 }

@@ -54,8 +54,9 @@ export const CapacitySchema = z.strictObject({
   loaded_limit: z.number().int().positive(),
   /**
    * Loaded sessions with no running turn: what it can drop to take a new one. A `status` is sent
-   * when whether any is idle changes, not at every change of the count, so the pool may hold a
-   * stale count of the right sign.
+   * when whether any is idle changes while `loaded` is at `loaded_limit` (the only time the pool
+   * reads it), not at every change of the count, so the pool may hold a stale count; it has the
+   * right sign whenever the runner-host is at its limit.
    */
   idle: z.number().int().nonnegative(),
 });

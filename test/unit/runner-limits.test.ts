@@ -129,22 +129,30 @@ describe("runner-host capacity", () => {
     await Promise.all([turnEnd(b, hb.turn), turnEnd(c, hc.turn)]);
   });
 
-  it("sends a status when what placement needs changes (any session idle or not), not at every turn of a busy runner-host", async () => {
-    rig = await Rig.start({ limits: { active: 4, loaded: 4 } });
+  it("sends a status when what placement needs changes (loaded; at the limit, any session idle or not), not at every turn", async () => {
+    rig = await Rig.start({ limits: { active: 2, loaded: 2 } });
     const control = await rig.svc.control();
-    const a = await rig.open("st-a");
-    const b = await rig.open("st-b");
-    await Promise.all([opened(a), opened(b)]);
     const statuses = () => control.messages.items.filter((m) => m.t === "status").length;
-    // B stays idle, so "some session is idle" holds throughout A's turns: no status for them.
-    const before = statuses();
+    const a = await rig.open("st-a");
+    await opened(a);
+    await control.messages.find((m) => m.t === "status" && m.capacity.loaded === 1);
+    // Below the limit the pool never reads the idle count: A's turns send nothing.
+    let before = statuses();
+    for (let i = 0; i < 3; i++) expect((await turnEnd(a, rig.run(a, `alone ${i}`))).status).toBe("completed");
+    expect(statuses()).toBe(before);
+    const b = await rig.open("st-b");
+    await opened(b);
+    const full = await control.messages.find((m) => m.t === "status" && m.capacity.loaded === 2);
+    const later = (m: unknown) => control.messages.items.indexOf(m as never) > control.messages.items.indexOf(full);
+    // At the limit, B stays idle, so "some session is idle" holds throughout A's turns: no status for them.
+    before = statuses();
     for (let i = 0; i < 3; i++) expect((await turnEnd(a, rig.run(a, `turn ${i}`))).status).toBe("completed");
     expect(statuses()).toBe(before);
-    // With both busy, nothing is idle: that is sent (room at the limit depends on it).
+    // With both busy at the limit, nothing is idle: that is sent (room at the limit depends on it).
     const ha = await heldTurn(rig, a, "busy-a");
     const hb = await heldTurn(rig, b, "busy-b");
-    const busy = await control.messages.find((m) => m.t === "status" && m.capacity.idle === 0);
-    expect(busy).toMatchObject({ capacity: { loaded: 2, idle: 0 } });
+    const busy = await control.messages.find((m) => m.t === "status" && m.capacity.idle === 0 && later(m));
+    expect(busy).toMatchObject({ capacity: { loaded: 2, loaded_limit: 2, idle: 0 } });
     ha.release();
     hb.release();
     await Promise.all([turnEnd(a, ha.turn), turnEnd(b, hb.turn)]);
