@@ -25,6 +25,7 @@ import {
 import { issueSummary } from "../../src/shared/zod-issues.ts";
 import { getModels, getProviders } from "@mariozechner/pi-ai";
 import { CommandError, OVERRIDABLE_APIS } from "./model.ts";
+import { idleCollector } from "./idle-gc.ts";
 import { OutputBatch } from "./out-batch.ts";
 import { Session, type RuntimeOptions } from "./session.ts";
 import { wantsWarmUp, warmUp } from "./warm-up.ts";
@@ -39,9 +40,11 @@ const sessions = new Map<string, Session>();
 const staged = new Map<string, NativeRecord[]>();
 
 const out = new OutputBatch(writeProtocol);
+const turnEnded = idleCollector(() => [...sessions.values()].some((s) => s.running));
 
 function send(message: HarnessOutput): void {
   out.queue(message);
+  if (message.type === "turn.end") turnEnded();
 }
 
 function fatal(message: string, code: number): void {
