@@ -9,15 +9,31 @@ export const ID_PATTERN = /^[a-f0-9]{32}$/;
  */
 export const ID_ANY_CASE_PATTERN = /^[a-fA-F0-9]{32}$/;
 
+/**
+ * Random bytes drawn from the CSPRNG this many at a time (bytes): an object gives every live delta
+ * an id, and one `getRandomValues` per id was ~3% of workerd's CPU in a turn (bench/RESULTS.md
+ * "First output, round 5"); 256 ids per call. Filled on first use: workerd refuses random values
+ * at module scope.
+ */
+const POOL_BYTES = 4096;
+const pool = new Uint8Array(POOL_BYTES);
+let poolAt = POOL_BYTES;
+
 export function newId(): string {
-  const b = new Uint8Array(16);
-  crypto.getRandomValues(b);
-  return toHex(b);
+  if (poolAt + 16 > POOL_BYTES) {
+    crypto.getRandomValues(pool);
+    poolAt = 0;
+  }
+  const id = toHex(pool.subarray(poolAt, poolAt + 16));
+  poolAt += 16;
+  return id;
 }
+
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 
 export function toHex(bytes: Uint8Array): string {
   let s = "";
-  for (const x of bytes) s += x.toString(16).padStart(2, "0");
+  for (const x of bytes) s += HEX[x];
   return s;
 }
 
