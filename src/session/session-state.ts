@@ -55,7 +55,7 @@ export class SessionState {
   addNative(texts: string[]): void {
     let total = this.nativeBytes();
     for (const text of texts) {
-      const bytes = new TextEncoder().encode(text).length;
+      const bytes = byteLength(text);
       this.#storage.sql.exec("INSERT INTO native (record, bytes) VALUES (?, ?)", text, bytes);
       total += bytes;
     }

@@ -46,9 +46,11 @@ describe("reference harness idle collection", () => {
     const saved = (globalThis as { gc?: unknown }).gc;
     (globalThis as { gc?: unknown }).gc = undefined;
     try {
-      const turnEnded = idleCollector(() => false);
+      let asked = 0;
+      const turnEnded = idleCollector(() => (asked++, false));
       turnEnded();
-      await nextLoopTurn(); // nothing to call, nothing thrown
+      await nextLoopTurn();
+      expect(asked).toBe(0); // nothing was scheduled: no collection to decide on
     } finally {
       (globalThis as { gc?: unknown }).gc = saved;
     }
