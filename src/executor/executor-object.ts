@@ -33,7 +33,7 @@ import { sameDigest } from "../shared/digest.ts";
 import { byteLength, newId } from "../shared/ids.ts";
 import { log } from "../log.ts";
 import { getRuntime } from "../runtime.ts";
-import { migrate } from "../storage/migrate.ts";
+import { hasSchema, migrate } from "../storage/migrate.ts";
 import { Connections, type Kind } from "./connections.ts";
 import { ExecutorState, lostResult, unavailableResult, type NewExecutor, type PendingRow } from "./executor-state.ts";
 import m0001 from "../../migrations/executor/0001_init.sql";
@@ -56,19 +56,25 @@ export class ExecutorObject extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    migrate(ctx.storage, MIGRATIONS);
-    this.#state = new ExecutorState(ctx.storage);
+    // An id nobody registered stays an empty object: its schema is made by the registration.
+    const created = hasSchema(ctx.storage);
+    if (created) migrate(ctx.storage, MIGRATIONS);
+    this.#state = new ExecutorState(ctx.storage, created, () => migrate(ctx.storage, MIGRATIONS));
     this.#conns = new Connections(ctx);
   }
 
   register(n: NewExecutor): Result<void> {
-    return asResult(() => this.ctx.storage.transactionSync(() => this.#state.register(n, new Date().toISOString())));
+    return asResult(() => {
+      this.#state.create();
+      this.ctx.storage.transactionSync(() => this.#state.register(n, new Date().toISOString()));
+    });
   }
 
   /** Undoes a registration whose rebinding was refused. */
   async discard(): Promise<void> {
     this.#conns.closeOthers(undefined, "discarded");
     await this.ctx.storage.deleteAll();
+    this.#state.forget();
   }
 
   info(): Result<ExecutorInfo> {

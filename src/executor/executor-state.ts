@@ -10,6 +10,9 @@
  * once the session took it. When its connection drops, is replaced, or the executor closes, a
  * `dispatched` call becomes `lost` with an unknown-outcome error as its result, delivered the same
  * way. Nothing here holds a credential: overrides are attached to a command as it is sent.
+ *
+ * The tables exist only once an executor was registered under this object's name: an unknown id
+ * reads as no registration and no calls, and writes nothing (a lookup must not persist an object).
  */
 import type { ToolResult } from "../shared/result-schema.ts";
 import type { ExecutorInfo } from "../shared/executor-protocol.ts";
@@ -40,12 +43,30 @@ export type NewExecutor = { id: string; tenant: string; binding: string; tools: 
 
 export class ExecutorState {
   readonly #s: Storage;
+  #created: boolean;
+  readonly #create: () => void;
 
-  constructor(storage: Storage) {
+  /** `created`: the tables exist; `create` makes them (for a registration). */
+  constructor(storage: Storage, created: boolean, create: () => void) {
     this.#s = storage;
+    this.#created = created;
+    this.#create = create;
+  }
+
+  /** Makes the tables (outside any transaction: each migration is one of its own). */
+  create(): void {
+    if (this.#created) return;
+    this.#create();
+    this.#created = true;
+  }
+
+  /** After `deleteAll`: the tables are gone with everything else. */
+  forget(): void {
+    this.#created = false;
   }
 
   row(): ExecutorRow | undefined {
+    if (!this.#created) return undefined;
     return this.#s.sql.exec<ExecutorRow>("SELECT * FROM executor LIMIT 1").toArray()[0];
   }
 
@@ -65,6 +86,7 @@ export class ExecutorState {
 
   register(n: NewExecutor, now: string): void {
     if (this.row()) throw conflict("executor already exists");
+    if (!this.#created) throw new Error("register: the tables were not created first");
     this.#s.sql.exec(
       "INSERT INTO executor (id, tenant, binding, tools, token_digest, state, created_at) VALUES (?, ?, ?, ?, ?, 'open', ?)",
       n.id,
@@ -94,10 +116,12 @@ export class ExecutorState {
   }
 
   pending(callId: string): PendingRow | undefined {
+    if (!this.#created) return undefined;
     return this.#s.sql.exec<PendingRow>("SELECT * FROM pending WHERE call_id = ?", callId).toArray()[0];
   }
 
   allPending(): PendingRow[] {
+    if (!this.#created) return [];
     return this.#s.sql.exec<PendingRow>("SELECT * FROM pending").toArray();
   }
 
@@ -129,6 +153,7 @@ export class ExecutorState {
   }
 
   lost(): (PendingRow & { result: string })[] {
+    if (!this.#created) return [];
     return this.#s.sql.exec<PendingRow & { result: string }>("SELECT * FROM pending WHERE state = 'lost'").toArray();
   }
 }

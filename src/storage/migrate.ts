@@ -14,3 +14,12 @@ export function migrate(storage: DurableObjectStorage, migrations: readonly stri
     });
   }
 }
+
+/**
+ * Whether the object's database already holds a schema (any migration applied). Reading
+ * `sqlite_master` writes nothing, so an object addressed by an unknown name can answer `404` and
+ * stay empty instead of persisting tables for a name that names nothing.
+ */
+export function hasSchema(storage: DurableObjectStorage): boolean {
+  return storage.sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'").toArray().length > 0;
+}

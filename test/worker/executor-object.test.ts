@@ -2,13 +2,15 @@
  * ExecutorObject in workerd: what it stores (a token digest, never the token), that an idle
  * connected executor arms nothing, that a pending call arms the sweep and that the sweep ends a
  * call whose connection vanished without a close event (an object restart), and that the SSE
- * relay frames commands without `id:`.
+ * relay frames commands without `id:`, and that an id nobody registered answers 404 and stays an
+ * empty object.
  */
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { Dispatched, ExecutorCredential } from "../../src/shared/executor-protocol.ts";
 import type { Result } from "../../src/shared/errors.ts";
-import { api, env, sseReader } from "./helpers.ts";
+import { newId } from "../../src/shared/ids.ts";
+import { api, createBody, env, sseReader } from "./helpers.ts";
 
 const TOOL = { name: "lookup", description: "d", input_schema: { type: "object" } };
 
@@ -81,5 +83,29 @@ describe("ExecutorObject", () => {
     const r = await dispatch(cred.id, "d".repeat(32));
     expect(r.ok && r.value.result).toMatchObject({ is_error: true });
     expect(r.ok && r.value.result?.unknown_outcome).toBeUndefined();
+  });
+
+  it("an executor id never registered is not found everywhere and leaves its object empty", async () => {
+    const id = newId();
+    const cred = { token: "x".repeat(40) };
+    expect((await api(`/executors/${id}/commands`, { token: cred.token })).status).toBe(404);
+    expect((await api(`/executors/${id}/responses`, { method: "POST", token: cred.token, body: "{}" })).status).toBe(404);
+    expect((await api(`/executors/${id}/close`, { method: "POST", token: cred.token, body: "{}" })).status).toBe(404);
+    const bound = await api("/sessions", {
+      method: "POST",
+      body: JSON.stringify(createBody({ config: { model: "openai/gpt-test", tools: [], bindings: [{ alias: "dict", executor: id }] } })),
+    });
+    expect(bound.status).toBe(400);
+    const r = await dispatch(id, "e".repeat(32));
+    expect(r.ok).toBe(false);
+    const stub = env.EXECUTORS.getByName(id);
+    await stub.cancel("e".repeat(32));
+    const tables = await runInDurableObject(stub, (_, state) =>
+      state.storage.sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_cf\\_%' ESCAPE '\\'").toArray(),
+    );
+    expect(tables).toEqual([]);
+    // Registering under a fresh id still creates the tables it needs.
+    const made = await register();
+    expect(await env.EXECUTORS.getByName(made.id).info()).toMatchObject({ ok: true, value: { binding: "dict" } });
   });
 });
