@@ -14,16 +14,19 @@ export type S3Options = {
   accessKeyId: string;
   secretAccessKey: string;
   sessionToken?: string;
-  fetch?: typeof fetch;
+  /** Sends the signed request; the global `fetch` when left out (tests see the requests through it). */
+  fetch?: (request: Request) => Promise<Response>;
 };
 
 export class S3Store implements ObjectStore {
   readonly kind: string;
   readonly #client: AwsClient;
   readonly #base: string;
+  readonly #fetch: (request: Request) => Promise<Response>;
 
   constructor(o: S3Options) {
     this.kind = o.kind;
+    this.#fetch = o.fetch ?? ((request) => fetch(request));
     // With a custom endpoint aws4fetch cannot infer service and region from the host: pass both.
     this.#client = new AwsClient({
       accessKeyId: o.accessKeyId,
@@ -44,7 +47,7 @@ export class S3Store implements ObjectStore {
 
   async #send(key: string, init: RequestInit): Promise<Response> {
     try {
-      return await this.#client.fetch(this.#url(key), init);
+      return await this.#fetch(await this.#client.sign(this.#url(key), init));
     } catch (e) {
       throw new StoreError(`${this.kind} ${init.method ?? "GET"} failed: ${e instanceof Error ? e.message : String(e)}`);
     }

@@ -52,14 +52,19 @@ function serviceAccount(tokenUri: string): string {
   });
 }
 
-const stores: [string, () => ObjectStore][] = [
-  ["s3 (SigV4, path-style endpoint)", () => new S3Store({ kind: "s3", bucket: "sess", region: "us-east-1", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "S3RVER" })],
-  ["r2 over the S3 API (region auto)", () => new S3Store({ kind: "r2", bucket: "sess", region: "auto", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "S3RVER" })],
-  ["gcs (JSON API, service-account token)", () => new GcsStore({ bucket: "sess", credential: serviceAccount(`${gcs.url}/token`), emulator: gcs.url })],
-  ["filesystem (the local stack's file service)", () => new FsStore({ fetch: (u: string, init?: RequestInit) => persistenceFsHandler(fsDir)(new Request(u, init)) })],
+/**
+ * `peerKeepsFirst`: the peer itself refuses a create over an existing key. s3rver ignores
+ * `If-None-Match` (S3 and R2 honour it), so for the S3 API the precondition is checked on the
+ * request instead ("s3: create-only uploads send If-None-Match …" below).
+ */
+const stores: [string, () => ObjectStore, boolean][] = [
+  ["s3 (SigV4, path-style endpoint)", () => new S3Store({ kind: "s3", bucket: "sess", region: "us-east-1", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "S3RVER" }), false],
+  ["r2 over the S3 API (region auto)", () => new S3Store({ kind: "r2", bucket: "sess", region: "auto", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "S3RVER" }), false],
+  ["gcs (JSON API, service-account token)", () => new GcsStore({ bucket: "sess", credential: serviceAccount(`${gcs.url}/token`), emulator: gcs.url }), true],
+  ["filesystem (the local stack's file service)", () => new FsStore({ fetch: (u: string, init?: RequestInit) => persistenceFsHandler(fsDir)(new Request(u, init)) }), true],
 ];
 
-describe.each(stores)("persistence provider %s", (_name, make) => {
+describe.each(stores)("persistence provider %s", (_name, make, peerKeepsFirst) => {
   it("creates immutable objects once, overwrites the pointer, reads back byte-exact, deletes", async () => {
     const store = make();
     const key = `p/${crypto.randomUUID()}/blocks/0000-ä +=&~*.ndjson`;
@@ -67,6 +72,8 @@ describe.each(stores)("persistence provider %s", (_name, make) => {
     await store.create(key, bytes(big), "application/x-ndjson");
     // A second create of the same key (an upload resumed after a crash) succeeds.
     await store.create(key, bytes(big), "application/x-ndjson");
+    // One with other bytes succeeds too and changes nothing (as the R2 binding test asserts).
+    if (peerKeepsFirst) await store.create(key, bytes("other bytes"), "application/x-ndjson");
     expect(text(await store.get(key))).toBe(big);
     await store.put(`${key}.latest`, bytes("one"), "application/json");
     await store.put(`${key}.latest`, bytes("two"), "application/json");
@@ -91,6 +98,32 @@ describe("provider peculiarities", () => {
   it("s3: a wrong secret is refused by the signature check and reported as a store error", async () => {
     const store = new S3Store({ kind: "s3", bucket: "sess", region: "us-east-1", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "wrong" });
     await expect(store.put("k", bytes("x"), "text/plain")).rejects.toThrow(/HTTP 403.*SignatureDoesNotMatch/);
+  });
+
+  it("s3: create-only uploads send If-None-Match: * and take the peer's 412 as success; other failures are store errors", async () => {
+    const seen: { method: string; ifNoneMatch: string | null }[] = [];
+    let answer: number | undefined;
+    const store = new S3Store({
+      kind: "s3", bucket: "sess", region: "us-east-1", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "S3RVER",
+      fetch: async (request) => {
+        seen.push({ method: request.method, ifNoneMatch: request.headers.get("If-None-Match") });
+        return answer ? new Response("<Error/>", { status: answer }) : fetch(request);
+      },
+    });
+    const key = `c/${crypto.randomUUID()}`;
+    await store.create(key, bytes("first"), "text/plain");
+    await store.put(`${key}.latest`, bytes("pointer"), "application/json");
+    answer = 412; // what S3 and R2 answer for an existing key
+    await store.create(key, bytes("second"), "text/plain");
+    answer = 500;
+    await expect(store.create(key, bytes("third"), "text/plain")).rejects.toThrow(/HTTP 500/);
+    answer = undefined;
+    expect(text(await store.get(key))).toBe("first");
+    expect(seen.slice(0, 3)).toEqual([
+      { method: "PUT", ifNoneMatch: "*" },
+      { method: "PUT", ifNoneMatch: null },
+      { method: "PUT", ifNoneMatch: "*" },
+    ]);
   });
 
   it("gcs: create-only uploads use ifGenerationMatch=0, every object request carries the exchanged bearer token", async () => {
