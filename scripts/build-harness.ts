@@ -20,7 +20,7 @@
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { build, type BuildOptions, type Plugin } from "esbuild";
+import { build, stop, type BuildOptions, type Plugin } from "esbuild";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const SRC = path.join(ROOT, "runner-host/reference-harness");
@@ -89,6 +89,9 @@ export const BUILD_OPTIONS: BuildOptions = {
 /** Bundles the harness in memory: path relative to dist/ → text. */
 export async function bundleHarness(): Promise<Map<string, string>> {
   const result = await build(BUILD_OPTIONS);
+  // The service child would otherwise stay for the caller's whole life, waking ~60 times a second
+  // (a bench's client process among them); a later build starts it again.
+  await stop();
   return new Map(result.outputFiles!.map((f) => [path.relative(HARNESS_DIST, f.path), f.text]));
 }
 
