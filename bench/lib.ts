@@ -219,9 +219,18 @@ export async function startServerProcess(name: string, args: string[], env: Reco
  * closed-loop throughput. Only turns that END inside the window count; latency is request → end of
  * each such turn. A failed turn is recorded and its loop goes on after 50 ms (no busy loop).
  */
-export async function closedLoop(conc: number, warmMs: number, windowMs: number, fn: (w: number) => Promise<unknown>) {
+export async function closedLoop(
+  conc: number,
+  warmMs: number,
+  windowMs: number,
+  fn: (w: number) => Promise<unknown>,
+  /** Called as the counted window opens and closes (e.g. CPU readings over exactly the window). */
+  window: { open?: () => void; close?: () => void } = {},
+) {
   const tStart = now() + warmMs;
   const tStop = tStart + windowMs;
+  const opened = setTimeout(() => window.open?.(), warmMs);
+  const closed = setTimeout(() => window.close?.(), warmMs + windowMs);
   const lat: number[] = [];
   const errors: string[] = [];
   await Promise.all(
@@ -239,6 +248,8 @@ export async function closedLoop(conc: number, warmMs: number, windowMs: number,
       }
     }),
   );
+  clearTimeout(opened);
+  clearTimeout(closed);
   return { perS: lat.length / (windowMs / 1000), lat: stats(lat), samples: lat, errors };
 }
 
