@@ -150,11 +150,8 @@ await runBench((sizes.short ? 2 : 12) * 60_000, async () => {
     let c0 = 0;
     let c1 = 0;
     const total = () => ((c) => c.workerd + c.node)(treeCpu(p));
-    const open0 = setTimeout(() => (c0 = total()), sizes.warmup * 1000);
-    const close0 = setTimeout(() => (c1 = total()), sizes.warmup * 1000 + halfMs);
-    const r = await closedLoop(sizes.sessions, sizes.warmup * 1000, halfMs, (w) => checked(p, loadTurns[p][w]!, LOAD_TURN));
-    clearTimeout(open0);
-    clearTimeout(close0);
+    const window = { open: () => (c0 = total()), close: () => (c1 = total()) };
+    const r = await closedLoop(sizes.sessions, sizes.warmup * 1000, halfMs, (w) => checked(p, loadTurns[p][w]!, LOAD_TURN), window);
     load[p].turns += r.samples.length;
     load[p].lat.push(...r.samples);
     load[p].errors.push(...r.errors);
