@@ -18,6 +18,7 @@ import { S3Store } from "../../src/persistence/s3-store.ts";
 import { StoreError, type ObjectStore } from "../../src/persistence/store.ts";
 import { persistenceFsHandler } from "../../runner-host/cli/persistence-fs.ts";
 import { startFakeGcs, type FakeGcs } from "../helpers/fake-gcs.ts";
+import { checkStoreContract } from "../helpers/store-contract.ts";
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array | null) => (b === null ? null : new TextDecoder().decode(b));
@@ -66,22 +67,7 @@ const stores: [string, () => ObjectStore, boolean][] = [
 
 describe.each(stores)("persistence provider %s", (_name, make, peerKeepsFirst) => {
   it("creates immutable objects once, overwrites the pointer, reads back byte-exact, deletes", async () => {
-    const store = make();
-    const key = `p/${crypto.randomUUID()}/blocks/0000-ä +=&~*.ndjson`;
-    const big = "x".repeat(64 * 1024);
-    await store.create(key, bytes(big), "application/x-ndjson");
-    // A second create of the same key (an upload resumed after a crash) succeeds.
-    await store.create(key, bytes(big), "application/x-ndjson");
-    // One with other bytes succeeds too and changes nothing (as the R2 binding test asserts).
-    if (peerKeepsFirst) await store.create(key, bytes("other bytes"), "application/x-ndjson");
-    expect(text(await store.get(key))).toBe(big);
-    await store.put(`${key}.latest`, bytes("one"), "application/json");
-    await store.put(`${key}.latest`, bytes("two"), "application/json");
-    expect(text(await store.get(`${key}.latest`))).toBe("two");
-    expect(await store.get(`${key}.missing`)).toBeNull();
-    await store.delete(key);
-    await store.delete(key);
-    expect(await store.get(key)).toBeNull();
+    await checkStoreContract(make(), peerKeepsFirst);
   });
 });
 
