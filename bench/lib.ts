@@ -224,13 +224,19 @@ export async function closedLoop(
   warmMs: number,
   windowMs: number,
   fn: (w: number) => Promise<unknown>,
-  /** Called as the counted window opens and closes (e.g. CPU readings over exactly the window). */
+  /**
+   * Called as the counted window opens and closes (e.g. CPU readings over exactly the window);
+   * each exactly once, in that order, even when the loop's event loop ran the timers late.
+   */
   window: { open?: () => void; close?: () => void } = {},
 ) {
   const tStart = now() + warmMs;
   const tStop = tStart + windowMs;
-  const opened = setTimeout(() => window.open?.(), warmMs);
-  const closed = setTimeout(() => window.close?.(), warmMs + windowMs);
+  let phase = 0; // 0: before the window, 1: in it, 2: after it
+  const open = () => phase === 0 && ((phase = 1), window.open?.());
+  const close = () => (open(), phase === 1 && ((phase = 2), window.close?.()));
+  const opened = setTimeout(open, warmMs);
+  const closed = setTimeout(close, warmMs + windowMs);
   const lat: number[] = [];
   const errors: string[] = [];
   await Promise.all(
@@ -250,6 +256,7 @@ export async function closedLoop(
   );
   clearTimeout(opened);
   clearTimeout(closed);
+  close();
   return { perS: lat.length / (windowMs / 1000), lat: stats(lat), samples: lat, errors };
 }
 

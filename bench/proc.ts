@@ -2,27 +2,19 @@
  * What the benchmarks observe of the stack besides HTTP: its process tree, RSS and CPU per
  * process role (from /proc), and anomalies in its log.
  * Roles: the svc process (Miniflare's host and the in-process runner-host), its harness children
- * (`reference-harness/`, source or built), workerd (the Worker and its Durable Objects). The esbuild service
- * the Worker bundler leaves running is in the tree but in no role (constant, not per session).
+ * (`reference-harness/`, source or built), workerd (the Worker and its Durable Objects).
  */
 import { readFileSync } from "node:fs";
+import { commandOf, processTree } from "../test/helpers/process.ts";
 import type { Stack } from "../test/helpers/stack.ts";
 
-export function processTree(pid: number): number[] {
-  const all = [pid];
-  for (let i = 0; i < all.length; i++) {
-    try {
-      for (const c of readFileSync(`/proc/${all[i]}/task/${all[i]}/children`, "utf8").trim().split(/\s+/)) if (c) all.push(Number(c));
-    } catch {}
-  }
-  return all;
-}
+export { processTree };
 
 /** RSS in MiB and the command line of one PID. */
 export function memOf(pid: number): { pid: number; rssMiB: number; cmd: string } {
   try {
     const kb = Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
-    return { pid, rssMiB: kb / 1024, cmd: readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ") };
+    return { pid, rssMiB: kb / 1024, cmd: commandOf(pid) };
   } catch {
     return { pid, rssMiB: NaN, cmd: "" };
   }

@@ -46,7 +46,7 @@ export class ExecutorState {
   #created: boolean;
   readonly #create: () => void;
 
-  /** `created`: the tables exist; `create` makes them (for a registration). */
+  /** `created`: the tables exist; `create` makes them (before a registration's transaction). */
   constructor(storage: Storage, created: boolean, create: () => void) {
     this.#s = storage;
     this.#created = created;
@@ -86,7 +86,6 @@ export class ExecutorState {
 
   register(n: NewExecutor, now: string): void {
     if (this.row()) throw conflict("executor already exists");
-    if (!this.#created) throw new Error("register: the tables were not created first");
     this.#s.sql.exec(
       "INSERT INTO executor (id, tenant, binding, tools, token_digest, state, created_at) VALUES (?, ?, ?, ?, ?, 'open', ?)",
       n.id,

@@ -2,10 +2,10 @@
  * The foundation end to end: the real local stack (Miniflare + in-process runner-host) driven over
  * HTTP — the auth matrix, every creation rule, paging, tenant isolation, restart persistence.
  */
-import { readdirSync, readFileSync } from "node:fs";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, expectApiError, expectStandardHeaders } from "../helpers/api.ts";
+import { commandOf, processTree } from "../helpers/process.ts";
 import { REFERENCE_HARNESS_COMMAND, secret, startStack, type Stack } from "../helpers/stack.ts";
 
 const env = {
@@ -75,20 +75,10 @@ describe("health", () => {
 });
 
 describe("idle cost", () => {
-  it("a running stack keeps no build process: its children are workerd and harness processes only", async () => {
-    const children = readdirSync("/proc")
-      .filter((d) => /^\d+$/.test(d))
-      .flatMap((pid) => {
-        try {
-          const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-          const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-          return ppid === stack.child.pid ? [readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ")] : [];
-        } catch {
-          return []; // gone meanwhile
-        }
-      });
-    expect(children.some((c) => c.includes("workerd"))).toBe(true);
-    expect(children.filter((c) => !c.includes("workerd") && !c.includes("reference-harness"))).toEqual([]);
+  it("a running stack keeps no build process: its descendants are workerd and harness processes only", async () => {
+    const descendants = processTree(stack.child.pid!).slice(1).map(commandOf).filter(Boolean);
+    expect(descendants.some((c) => c.includes("workerd"))).toBe(true);
+    expect(descendants.filter((c) => !c.includes("workerd") && !c.includes("reference-harness"))).toEqual([]);
   });
 });
 

@@ -3,6 +3,7 @@
  * `wrangler dev`. Each wait has a timeout that rejects with the tail of the output.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
 
 export type Logged = {
   child: ChildProcess;
@@ -56,4 +57,24 @@ export function spawnLogged(cmd: string, args: readonly string[], o: { cwd: stri
       return { ...r, ms: performance.now() - t0 };
     },
   };
+}
+
+/** `pid` and its descendants, parents first (from /proc; a process gone meanwhile ends its branch). */
+export function processTree(pid: number): number[] {
+  const all = [pid];
+  for (let i = 0; i < all.length; i++) {
+    try {
+      for (const c of readFileSync(`/proc/${all[i]}/task/${all[i]}/children`, "utf8").trim().split(/\s+/)) if (c) all.push(Number(c));
+    } catch {}
+  }
+  return all;
+}
+
+/** The command line of `pid`, arguments joined by spaces ("" once it is gone). */
+export function commandOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ");
+  } catch {
+    return "";
+  }
 }

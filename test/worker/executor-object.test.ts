@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import type { Dispatched, ExecutorCredential } from "../../src/shared/executor-protocol.ts";
 import type { Result } from "../../src/shared/errors.ts";
 import { newId } from "../../src/shared/ids.ts";
-import { api, createBody, env, sseReader } from "./helpers.ts";
+import { api, createBody, env, expectApiError, sseReader } from "./helpers.ts";
 
 const TOOL = { name: "lookup", description: "d", input_schema: { type: "object" } };
 
@@ -88,16 +88,15 @@ describe("ExecutorObject", () => {
   it("an executor id never registered is not found everywhere and leaves its object empty", async () => {
     const id = newId();
     const cred = { token: "x".repeat(40) };
-    expect((await api(`/executors/${id}/commands`, { token: cred.token })).status).toBe(404);
-    expect((await api(`/executors/${id}/responses`, { method: "POST", token: cred.token, body: "{}" })).status).toBe(404);
-    expect((await api(`/executors/${id}/close`, { method: "POST", token: cred.token, body: "{}" })).status).toBe(404);
+    await expectApiError(await api(`/executors/${id}/commands`, { token: cred.token }), 404, "not_found");
+    await expectApiError(await api(`/executors/${id}/responses`, { method: "POST", token: cred.token, body: "{}" }), 404, "not_found");
+    await expectApiError(await api(`/executors/${id}/close`, { method: "POST", token: cred.token, body: "{}" }), 404, "not_found");
     const bound = await api("/sessions", {
       method: "POST",
       body: JSON.stringify(createBody({ config: { model: "openai/gpt-test", tools: [], bindings: [{ alias: "dict", executor: id }] } })),
     });
-    expect(bound.status).toBe(400);
-    const r = await dispatch(id, "e".repeat(32));
-    expect(r.ok).toBe(false);
+    await expectApiError(bound, 400, "invalid_request");
+    expect(await dispatch(id, "e".repeat(32))).toMatchObject({ ok: false, error: { code: "not_found" } });
     const stub = env.EXECUTORS.getByName(id);
     await stub.cancel("e".repeat(32));
     const tables = await runInDurableObject(stub, (_, state) =>
