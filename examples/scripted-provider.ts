@@ -3,7 +3,9 @@
  * Serves `POST /v1/chat/completions`, streaming (SSE `data:` chunks, a usage chunk when
  * `stream_options.include_usage`, then `data: [DONE]`) and non-streaming. Every request is recorded
  * (method, path, lower-cased headers incl. authorization, parsed body) so a test can assert the
- * exact conversation a turn sent.
+ * exact conversation a turn sent — unless started with `record: false`, as `npm start` and the CLI
+ * are: a recorded request keeps its whole conversation, so a long-running server would grow with
+ * every turn of every session it ever served.
  *
  * Directive language — directives are read from the text of the LAST user message:
  *   [[deltas N size=K]]     reply with N text deltas of K characters each (K defaults to 4);
@@ -84,8 +86,11 @@ interface Script {
   finish: string;
 }
 
-export async function startScriptedProvider(opts: { host?: string; port?: number } = {}): Promise<ScriptedProvider> {
+/** `record`: keep every request for `requests` and `waitForRequests` (default true). */
+export async function startScriptedProvider(opts: { host?: string; port?: number; record?: boolean } = {}): Promise<ScriptedProvider> {
+  const record = opts.record ?? true;
   const requests: RecordedRequest[] = [];
+  let served = 0;
   const waiters = new Set<() => void>();
   /** `[[hold NAME]]` gates: released names, and the requests waiting for one. */
   const released = new Set<string>();
@@ -122,9 +127,12 @@ export async function startScriptedProvider(opts: { host?: string; port?: number
     }
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : v;
-    rec = { method: req.method ?? "", path: req.url ?? "", headers, body, receivedAt };
-    const n = requests.push(rec);
-    for (const w of waiters) w();
+    const n = ++served;
+    if (record) {
+      rec = { method: req.method ?? "", path: req.url ?? "", headers, body, receivedAt };
+      requests.push(rec);
+      for (const w of waiters) w();
+    }
     if (req.method !== "POST" || req.url !== "/v1/chat/completions") return sendError(res, 404, `no route ${req.method} ${req.url}`);
     if (!body || typeof body !== "object" || !Array.isArray(body.messages)) return sendError(res, 400, "messages is required");
     const orphan = orphanedToolCall(body.messages);
@@ -143,6 +151,7 @@ export async function startScriptedProvider(opts: { host?: string; port?: number
     port,
     requests,
     waitForRequests(count, timeoutMs = DEFAULT_WAIT_MS) {
+      if (!record) return Promise.reject(new Error("this scripted provider was started with record: false"));
       return new Promise((resolveWait, rejectWait) => {
         const check = () => {
           if (requests.length < count) return;
@@ -330,7 +339,7 @@ async function main(argv: string[]): Promise<void> {
     const i = argv.indexOf(name);
     return i === -1 ? undefined : argv[i + 1];
   };
-  const provider = await startScriptedProvider({ host: arg("--host"), port: Number(arg("--port") ?? 8791) });
+  const provider = await startScriptedProvider({ host: arg("--host"), port: Number(arg("--port") ?? 8791), record: false });
   process.stdout.write(`${JSON.stringify({ event: "listening", url: provider.url })}\n`);
   const stop = () => void provider.close().then(() => process.exit(0));
   process.once("SIGINT", stop);

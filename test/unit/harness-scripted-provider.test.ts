@@ -67,3 +67,23 @@ describe("scripted provider", () => {
     expect((await post({ model: "m", messages: [{ role: "user", content: "[[hold gate-1]] again" }] })).status).toBe(200);
   });
 });
+
+describe("scripted provider started with record: false (npm start, the CLI)", () => {
+  it("keeps no request, still numbers its replies, and refuses to wait for requests", async () => {
+    const quiet = await startScriptedProvider({ record: false });
+    try {
+      const ids: string[] = [];
+      for (const text of ["one", "two"]) {
+        const res = await fetch(`${quiet.url}/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "m", messages: [{ role: "user", content: text }] }) });
+        const body = (await res.json()) as any;
+        expect(body.choices[0].message.content).toBe(`echo: ${text}`);
+        ids.push(body.id);
+      }
+      expect(ids).toEqual(["chatcmpl-scripted-1", "chatcmpl-scripted-2"]);
+      expect(quiet.requests).toEqual([]);
+      await expect(quiet.waitForRequests(1)).rejects.toThrow(/record: false/);
+    } finally {
+      await quiet.close();
+    }
+  });
+});
