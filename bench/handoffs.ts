@@ -17,7 +17,7 @@
  * and process.hrtime here. BENCH_KEEP_TRACE=1 keeps the trace file for a closer look.
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import path from "node:path";
 import { api, atCleanup, direct, harnessCommand, machine, ms, processTree, runBench, sleep, startBenchStack, startProvider, stats } from "./lib.ts";
@@ -37,7 +37,7 @@ function ensurePerf(): void {
 /** Thread ids of a process (its /proc task list). */
 const threadsOf = (pid: number): number[] => {
   try {
-    return execFileSync("ls", [`/proc/${pid}/task`]).toString().split("\n").filter(Boolean).map(Number);
+    return readdirSync(`/proc/${pid}/task`).map(Number);
   } catch {
     return [];
   }
@@ -49,20 +49,26 @@ await runBench(5 * 60_000, async () => {
   const stack = await startBenchStack(provider.url, { pi: { command: harnessCommand, spares: 0 } });
   const a = api(stack.url);
   const id = await a.create("pi");
-  let cur: { first: bigint; done: () => void } | undefined;
+  let cur: { first: bigint; done: (status: string) => void } | undefined;
   const h = a.stream(id, (event, data) => {
     if (!cur) return;
     if (event === "assistant.delta" && cur.first === 0n) cur.first = process.hrtime.bigint();
     if (event !== "session.status") return;
     const e = JSON.parse(data);
-    if (e.input_id && e.data.status !== "running") cur.done();
+    if (e.input_id && e.data.status !== "running") cur.done(e.data.status);
   });
   await h.ready;
+  /** One turn: its window in seconds, client clock; a turn that fails or shows no delta stops the bench. */
   const turn = async (): Promise<[number, number]> => {
-    const ended = new Promise<void>((r) => (cur = { first: 0n, done: r }));
+    let timer: NodeJS.Timeout | undefined;
+    const ended = new Promise<string>((resolve, reject) => {
+      cur = { first: 0n, done: resolve };
+      timer = setTimeout(() => reject(new Error("a turn did not end within 30 s")), 30_000);
+    });
     const t0 = process.hrtime.bigint();
     await a.send(id, TEXT);
-    await Promise.race([ended, sleep(30_000).then(() => Promise.reject(new Error("a turn did not end within 30 s")))]);
+    const status = await ended.finally(() => clearTimeout(timer));
+    if (status !== "idle" || cur!.first === 0n) throw new Error(`a turn ended ${status} ${cur!.first === 0n ? "without a delta" : ""}: ${stack.stderr().slice(-1000)}`);
     return [Number(t0) / 1e9, Number(cur!.first) / 1e9];
   };
   for (let i = 0; i < WARMUP; i++) await turn();
@@ -96,7 +102,8 @@ await runBench(5 * 60_000, async () => {
   for (let i = 0; i < TURNS; i++) {
     const t0 = process.hrtime.bigint();
     let first = 0n;
-    await direct(provider.url, TEXT, () => (first ||= process.hrtime.bigint()));
+    const r = await direct(provider.url, TEXT, () => (first ||= process.hrtime.bigint()));
+    if (r.deltas !== 20) throw new Error(`direct: ${r.deltas} deltas`);
     directWins.push([Number(t0) / 1e9, Number(first) / 1e9]);
     wins.push(await turn());
   }
