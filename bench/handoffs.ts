@@ -20,19 +20,13 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import path from "node:path";
-import { api, atCleanup, direct, harnessCommand, machine, ms, processTree, runBench, sleep, startBenchStack, startProvider, stats } from "./lib.ts";
-import { commandOf } from "../test/helpers/process.ts";
+import { api, atCleanup, direct, harnessCommand, machine, memOf, ms, processTree, runBench, sleep, stackRole, startBenchStack, startProvider, stats } from "./lib.ts";
+import { ensureDebianPackage } from "../test/helpers/debian.ts";
 import { benchArgs } from "./args.ts";
 import { parseSched, spans, windows } from "./sched-trace.ts";
 
 const { turns: TURNS, warmup: WARMUP } = benchArgs({ turns: 300, warmup: 60 }, { turns: 20, warmup: 5 });
 const TEXT = "[[deltas 20]]";
-
-function ensurePerf(): void {
-  if (!spawnSync("perf", ["--version"]).error) return;
-  execFileSync("apt-get", ["update"], { stdio: "ignore" });
-  execFileSync("apt-get", ["install", "-y", "--no-install-recommends", "linux-perf"], { stdio: "ignore", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
-}
 
 /** Thread ids of a process (its /proc task list). */
 const threadsOf = (pid: number): number[] => {
@@ -44,7 +38,7 @@ const threadsOf = (pid: number): number[] => {
 };
 
 await runBench(5 * 60_000, async () => {
-  ensurePerf();
+  ensureDebianPackage("linux-perf", () => !spawnSync("perf", ["--version"]).error);
   const provider = await startProvider();
   const stack = await startBenchStack(provider.url, { pi: { command: harnessCommand, spares: 0 } });
   const a = api(stack.url);
@@ -75,13 +69,7 @@ await runBench(5 * 60_000, async () => {
 
   // Roles by thread, read while everything runs: the main thread is the process, the rest its helpers.
   const role = new Map<number, string>();
-  const name = (pid: number) => {
-    const cmd = commandOf(pid);
-    if (pid === process.pid) return "client";
-    if (pid === provider.pid) return "provider";
-    if (pid === stack.child.pid) return "svc";
-    return /workerd/.test(cmd) ? "workerd" : cmd.includes("reference-harness/") ? "harness" : "other";
-  };
+  const name = (pid: number) => (pid === process.pid ? "client" : pid === provider.pid ? "provider" : stackRole(stack, memOf(pid)) || "other");
   for (const pid of [process.pid, provider.pid, ...processTree(stack.child.pid!)]) {
     const n = name(pid);
     for (const tid of threadsOf(pid)) role.set(tid, tid === pid ? n : `${n} threads`);
@@ -126,7 +114,7 @@ await runBench(5 * 60_000, async () => {
     return `${ms(s.p50)} | ${ms(s.mean)} | ${ms(s.p90)}`;
   };
   const row = (label: string, f: (w: (typeof figures)[number]) => number) => `| ${label} | ${col(figures, f)} | ${col(directFigures, f)} |`;
-  console.log(`\nfirst-output windows, ${figures.length} warm service turns and as many direct requests, ms (${machine()}; ${TEXT}; ${cpus().length} CPUs)\n`);
+  console.log(`\nfirst-output windows, ${figures.length} warm service turns and as many direct requests, ms (${machine()}; ${TEXT})\n`);
   console.log("| per window | service p50 | mean | p90 | direct p50 | mean | p90 |\n| --- | --- | --- | --- | --- | --- | --- |");
   console.log(row("window (service: POST → first delta; direct: request → first chunk)", (w) => w.ms));
   console.log(row("idle CPU time (CPU-ms)", (w) => w.idleCpuMs));

@@ -20,11 +20,17 @@ export function memOf(pid: number): { pid: number; rssMiB: number; cmd: string }
   }
 }
 
+/** The role of a process of the stack's tree (see above); "" for anything else in it. */
+export function stackRole(stack: Stack, p: { pid: number; cmd: string }): "svc" | "harness" | "workerd" | "" {
+  if (p.pid === stack.child.pid) return "svc";
+  return p.cmd.includes("reference-harness/") ? "harness" : /workerd/.test(p.cmd) ? "workerd" : "";
+}
+
 /** The stack's tree split the way the figures need it: svc (Worker host + runner-host), harnesses, workerd. */
 export function stackMemory(stack: Stack) {
   const procs = processTree(stack.child.pid!).map(memOf).filter((p) => Number.isFinite(p.rssMiB));
-  const harness = procs.filter((p) => p.cmd.includes("reference-harness/"));
-  const workerd = procs.filter((p) => /workerd/.test(p.cmd));
+  const harness = procs.filter((p) => stackRole(stack, p) === "harness");
+  const workerd = procs.filter((p) => stackRole(stack, p) === "workerd");
   const svc = procs.find((p) => p.pid === stack.child.pid)!;
   const sum = (xs: { rssMiB: number }[]) => xs.reduce((a, p) => a + p.rssMiB, 0);
   return { svcMiB: svc.rssMiB, harnessMiB: sum(harness), harnessCount: harness.length, harnessEach: harness.map((p) => p.rssMiB), workerdMiB: sum(workerd), allMiB: sum(procs) };
@@ -44,7 +50,7 @@ export function cpuOf(pid: number): number {
 function cpuSnapshot(stack: Stack, providerPid: number): Map<number | string, { role: string; cpu: number }> {
   const out = new Map<number | string, { role: string; cpu: number }>([["provider", { role: "provider", cpu: cpuOf(providerPid) }]]);
   for (const p of processTree(stack.child.pid!).map(memOf)) {
-    const role = p.pid === stack.child.pid ? "svc" : p.cmd.includes("reference-harness/") ? "harness" : /workerd/.test(p.cmd) ? "workerd" : "";
+    const role = stackRole(stack, p);
     const cpu = cpuOf(p.pid);
     if (role && Number.isFinite(cpu)) out.set(p.pid, { role, cpu });
   }

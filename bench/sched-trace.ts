@@ -78,7 +78,7 @@ export function spans(events: SchedEvent[], cpus: number): Span[] {
 
 export type WindowFigures = { ms: number; idleCpuMs: number; queuedMs: number; cpuMs: Map<string, number> };
 
-/** Figures of each window ([from, to] in seconds); `role` names a thread (idle is "idle"). */
+/** Figures of each window ([from, to] in seconds), in time order; `role` names a thread (idle is "idle"). */
 export function windows(all: Span[], wins: [number, number][], role: (tid: number) => string): WindowFigures[] {
   let i = 0;
   return [...wins]

@@ -3,19 +3,16 @@
  * `apt-get update && apt-get install -y chromium`. Launched headless with a fresh, empty profile
  * and no background traffic, driven by playwright-core.
  */
-import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { chromium, type BrowserContext } from "playwright-core";
+import { ensureDebianPackage } from "./debian.ts";
 
 export const CHROMIUM = "/usr/bin/chromium";
 
 export function ensureChromium(): void {
-  if (existsSync(CHROMIUM)) return;
-  if (process.getuid?.() !== 0) throw new Error(`${CHROMIUM} is missing; install Debian's chromium package (apt-get install -y chromium)`);
-  execFileSync("apt-get", ["update"], { stdio: "ignore" });
-  execFileSync("apt-get", ["install", "-y", "--no-install-recommends", "chromium"], { stdio: "ignore", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
+  ensureDebianPackage("chromium", () => existsSync(CHROMIUM));
 }
 
 /** A browser on a new empty `--user-data-dir` (playwright passes the directory itself). */

@@ -7,6 +7,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { ensureDebianPackage } from "./debian.ts";
 
 export type Postgres = { url: string; stop(): void };
 
@@ -27,12 +28,8 @@ function freePort(): Promise<number> {
 }
 
 export async function startPostgres(): Promise<Postgres> {
-  let bin = binDir();
-  if (!bin) {
-    execFileSync("apt-get", ["update"], { stdio: "ignore" });
-    execFileSync("apt-get", ["install", "-y", "--no-install-recommends", "postgresql"], { stdio: "ignore", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
-    bin = binDir()!;
-  }
+  ensureDebianPackage("postgresql", () => binDir() !== undefined);
+  const bin = binDir()!;
   const dir = mkdtempSync(path.join(tmpdir(), "svc-pg-"));
   const asPostgres = process.getuid?.() === 0;
   if (asPostgres) chownSync(dir, Number(execFileSync("id", ["-u", "postgres"]).toString()), Number(execFileSync("id", ["-g", "postgres"]).toString()));
