@@ -191,6 +191,9 @@ export class FakeService {
   }
 
   #upgrade(req: import("node:http").IncomingMessage, socket: import("node:stream").Duplex, head: Buffer): void {
+    // Node's server takes its error listener off an upgraded socket: a runner-host that drops the
+    // connection while a refusal is written would otherwise raise an uncaught ECONNRESET.
+    socket.on("error", () => socket.destroy());
     const url = new URL(req.url ?? "/", "http://x");
     if (req.headers.authorization !== `Bearer ${RUNNER_SECRET}`) {
       this.refused.push(`secret on ${url.pathname}`);
