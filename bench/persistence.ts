@@ -9,6 +9,10 @@
  * 2. Turn latency while the session uploads: POST of a 60 KiB message → its `session.status idle`
  *    on the session's SSE stream, with persistence to s3rver uploading every second (each turn
  *    adds ~120 KiB to upload), beside the same turns on a stack without persistence.
+ * 3. Admission: `POST /events` (→ 202) of a short message to a session that storage has caught up
+ *    with (`POST /flush` just before), which first joins the deployment's upload backlog (one call
+ *    to the SyncBacklog object), against the same session while it still waits to upload (no
+ *    call). Pairs alternate in one session; each measured POST follows a 30 ms pause either way.
  *
  * Sessions are created, filled and flushed through the typed client (client/); the turn timings
  * read the SSE stream with the bench's own parser, like the other latency benches.
@@ -19,7 +23,7 @@ import { AwsClient } from "aws4fetch";
 import { SvcClient } from "../client/index.ts";
 import { S3_KEY, startS3, type S3Peer } from "../test/helpers/s3.ts";
 import { benchArgs } from "./args.ts";
-import { api, harnessCommand, machine, ms, now, runBench, startBenchStack, startProvider, stats, TOKEN } from "./lib.ts";
+import { api, auth, harnessCommand, machine, ms, now, request, runBench, sleep, startBenchStack, startProvider, stats, TOKEN } from "./lib.ts";
 
 const { mib: MIB, runs: RUNS, turns: TURNS, warmup: WARMUP } = benchArgs(
   { mib: 16, runs: 3, turns: 30, warmup: 3 },
@@ -107,5 +111,47 @@ await runBench(10 * 60_000, async () => {
   console.log(`## Turn latency, 60 KiB message → idle (${TURNS} turns after ${WARMUP} warm-up)\n`);
   console.log("| stack | p50 ms | p99 ms |\n| --- | --- | --- |");
   for (const [name, xs] of Object.entries(latency)) console.log(`| ${name} | ${ms(stats(xs).p50)} | ${ms(stats(xs).p99)} |`);
+
+  // 3. Admission: a caught-up session joins the backlog before its message is recorded.
+  {
+    const stack = await startBenchStack(provider.url, { pi: { command: harnessCommand } }, LIMITS, { config: s3Persistence(s3, 3600), env: s3Env });
+    const a = api(stack.url);
+    const id = await a.create("pi");
+    let idle: (() => void) | undefined;
+    const stream = a.stream(id, (event, data) => {
+      if (event === "session.status" && JSON.parse(data).data.status === "idle") idle?.();
+    });
+    await stream.ready;
+    const turn = async (): Promise<number> => {
+      const done = new Promise<void>((r) => (idle = r));
+      await sleep(30);
+      const t0 = now();
+      await a.send(id, "[[deltas 20]]");
+      const posted = now() - t0;
+      await done;
+      return posted;
+    };
+    const catchUp = async () => {
+      const r = await request("POST", `${stack.url}/sessions/${id}/flush`, {}, auth);
+      if (r.status !== 200 || r.body.pending) throw new Error(`flush: ${r.status} ${JSON.stringify(r.body)}`);
+    };
+    for (let i = 0; i < WARMUP + 10; i++) await turn();
+    const caughtUp: number[] = [];
+    const queued: number[] = [];
+    for (let i = 0; i < TURNS * 3; i++) {
+      await catchUp();
+      caughtUp.push(await turn());
+      queued.push(await turn()); // the previous turn's events left the session waiting to upload
+    }
+    stream.close();
+    await stack.stop();
+    const C = stats(caughtUp);
+    const Q = stats(queued);
+    console.log(`\n## Admission: POST /events → 202, short message (${C.n} pairs, one session, s3rver, interval 3600 s)\n`);
+    console.log("| session | p50 ms | p99 ms |\n| --- | --- | --- |");
+    console.log(`| caught up (joins the upload backlog first) | ${ms(C.p50)} | ${ms(C.p99)} |`);
+    console.log(`| still waiting to upload (no backlog call) | ${ms(Q.p50)} | ${ms(Q.p99)} |`);
+    console.log(`| difference | ${ms(C.p50 - Q.p50)} | — |`);
+  }
   await s3.stop();
 });
