@@ -23,7 +23,7 @@ import { AwsClient } from "aws4fetch";
 import { SvcClient } from "../client/index.ts";
 import { S3_KEY, startS3, type S3Peer } from "../test/helpers/s3.ts";
 import { benchArgs } from "./args.ts";
-import { api, auth, harnessCommand, machine, ms, now, request, runBench, sleep, startBenchStack, startProvider, stats, TOKEN } from "./lib.ts";
+import { api, harnessCommand, machine, ms, now, runBench, sleep, startBenchStack, startProvider, stats, TOKEN } from "./lib.ts";
 
 const { mib: MIB, runs: RUNS, turns: TURNS, warmup: WARMUP } = benchArgs(
   { mib: 16, runs: 3, turns: 30, warmup: 3 },
@@ -131,9 +131,10 @@ await runBench(10 * 60_000, async () => {
       await done;
       return posted;
     };
+    const svc = new SvcClient({ baseUrl: stack.url, token: TOKEN });
     const catchUp = async () => {
-      const r = await request("POST", `${stack.url}/sessions/${id}/flush`, {}, auth);
-      if (r.status !== 200 || r.body.pending) throw new Error(`flush: ${r.status} ${JSON.stringify(r.body)}`);
+      const f = await svc.flush(id);
+      if (f.pending) throw new Error(`flush left the upload pending: ${JSON.stringify(f)}`);
     };
     for (let i = 0; i < WARMUP + 10; i++) await turn();
     const caughtUp: number[] = [];

@@ -33,7 +33,6 @@ import { sameDigest } from "../shared/digest.ts";
 import { byteLength, newId } from "../shared/ids.ts";
 import { log } from "../log.ts";
 import { getRuntime } from "../runtime.ts";
-import { hasSchema, migrate } from "../storage/migrate.ts";
 import { Connections, type Kind } from "./connections.ts";
 import { ExecutorState, lostResult, unavailableResult, type NewExecutor, type PendingRow } from "./executor-state.ts";
 import m0001 from "../../migrations/executor/0001_init.sql";
@@ -57,9 +56,7 @@ export class ExecutorObject extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     // An id nobody registered stays an empty object: its schema is made by the registration.
-    const created = hasSchema(ctx.storage);
-    if (created) migrate(ctx.storage, MIGRATIONS);
-    this.#state = new ExecutorState(ctx.storage, created, () => migrate(ctx.storage, MIGRATIONS));
+    this.#state = new ExecutorState(ctx.storage, MIGRATIONS);
     this.#conns = new Connections(ctx);
   }
 

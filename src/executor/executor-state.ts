@@ -17,8 +17,9 @@
 import type { ToolResult } from "../shared/result-schema.ts";
 import type { ExecutorInfo } from "../shared/executor-protocol.ts";
 import { conflict, notFound } from "../shared/errors.ts";
+import { hasSchema, migrate, type SqlStorage } from "../storage/migrate.ts";
 
-export type Storage = Pick<DurableObjectStorage, "sql" | "transactionSync">;
+export type Storage = SqlStorage;
 
 export type ExecutorRow = {
   id: string;
@@ -43,20 +44,22 @@ export type NewExecutor = { id: string; tenant: string; binding: string; tools: 
 
 export class ExecutorState {
   readonly #s: Storage;
+  readonly #migrations: readonly string[];
+  /** Whether the tables exist: read once here, then kept, so no call queries `sqlite_master`. */
   #created: boolean;
-  readonly #create: () => void;
 
-  /** `created`: the tables exist; `create` makes them (before a registration's transaction). */
-  constructor(storage: Storage, created: boolean, create: () => void) {
+  /** An existing executor's tables get any newer migration now; an unknown id's stay absent. */
+  constructor(storage: Storage, migrations: readonly string[]) {
     this.#s = storage;
-    this.#created = created;
-    this.#create = create;
+    this.#migrations = migrations;
+    this.#created = hasSchema(storage);
+    if (this.#created) migrate(storage, migrations);
   }
 
-  /** Makes the tables (outside any transaction: each migration is one of its own). */
+  /** Makes the tables before a registration's transaction (each migration is one of its own). */
   create(): void {
     if (this.#created) return;
-    this.#create();
+    migrate(this.#s, this.#migrations);
     this.#created = true;
   }
 

@@ -3,7 +3,10 @@
  * one transaction with its version row. DO SQLite refuses `PRAGMA user_version`, hence the table.
  * Append only: a migration's index + 1 is its version.
  */
-export function migrate(storage: DurableObjectStorage, migrations: readonly string[]): void {
+/** What migrations need of an object's storage. */
+export type SqlStorage = Pick<DurableObjectStorage, "sql" | "transactionSync">;
+
+export function migrate(storage: SqlStorage, migrations: readonly string[]): void {
   const sql = storage.sql;
   sql.exec("CREATE TABLE IF NOT EXISTS _migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)");
   const row = sql.exec<{ v: number | null }>("SELECT MAX(version) AS v FROM _migrations").one();
@@ -20,6 +23,6 @@ export function migrate(storage: DurableObjectStorage, migrations: readonly stri
  * `sqlite_master` writes nothing, so an object addressed by an unknown name can answer `404` and
  * stay empty instead of persisting tables for a name that names nothing.
  */
-export function hasSchema(storage: DurableObjectStorage): boolean {
+export function hasSchema(storage: Pick<DurableObjectStorage, "sql">): boolean {
   return storage.sql.exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'").toArray().length > 0;
 }

@@ -144,7 +144,7 @@ describe("s3 (s3rver)", () => {
 });
 
 describe("persistence queue", () => {
-  it("more than persistence.queue sessions waiting to upload: 429 overloaded on new writes and 503 from readiness", async () => {
+  it("more than persistence.queue sessions waiting to upload: 429 overloaded on new writes (a new session, a message to a caught-up session) and 503 from readiness", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "svc-queue-"));
     const persistence = { provider: "filesystem", directory: path.join(dir, "store"), queue: 1, interval_seconds: 3600 };
     const stack = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
@@ -164,7 +164,16 @@ describe("persistence queue", () => {
       await a.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle");
       expect((await call(stack.url, "POST", `/sessions/${a.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
       expect((await call(stack.url, "GET", "/health/ready")).status).toBe(200);
-      expect((await call(stack.url, "POST", "/sessions", { token: TOKEN, body })).status).toBe(201);
+      const b = await call(stack.url, "POST", "/sessions", { token: TOKEN, body });
+      expect(b.status).toBe(201);
+      // b fills the queue again; a is caught up, so its next message must join and is refused,
+      // recording nothing, until b's upload leaves room.
+      const message = { token: TOKEN, body: { type: "user.message", text: "later" } };
+      const before = await allEvents(stack.url, a.id);
+      expectApiError(await call(stack.url, "POST", `/sessions/${a.id}/events`, message), 429, "overloaded");
+      expect(await allEvents(stack.url, a.id)).toEqual(before);
+      expect((await call(stack.url, "POST", `/sessions/${b.body.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
+      expect((await call(stack.url, "POST", `/sessions/${a.id}/events`, message)).status).toBe(202);
     } finally {
       await stack.stop();
     }
