@@ -17,6 +17,7 @@ import { RunnerHost } from "../runner-host.ts";
 import { persistedRunnerId } from "./runner-id.ts";
 import { harnessRoot } from "./runner-command.ts";
 import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS, bundleWorker } from "./worker-bundle.ts";
+import { workerdInOwnSession } from "./workerd-session.ts";
 
 /** The OTLP settings the Worker and its objects read too: they export their own svc.* metrics. */
 const WORKER_TELEMETRY_VARS = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS"];
@@ -87,13 +88,22 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
     resourcePersistencePath: path.join(dataDir, "worker"),
   });
   const before = signalListeners();
+  // Signals to svc's process group stop svc, which drains and then stops workerd (workerd-session.ts).
+  if (!workerdInOwnSession()) log("info", "workerd shares svc's process group: Ctrl-C stops it before the drain", { needs: "setsid, setpriv" });
   const mf = new Miniflare(options(bindingsFrom(env), listen.port));
   // Miniflare's exit hook answers SIGINT/SIGTERM with an immediate process.exit; the stack drains
   // first instead (its "exit" hook, which stops workerd if we die, stays).
   for (const [sig, fns] of signalListeners()) {
     for (const fn of fns) if (!before.get(sig)!.includes(fn)) process.off(sig, fn);
   }
-  await mf.ready;
+  try {
+    await mf.ready;
+  } catch (e) {
+    // A port in use, a config workerd refuses: stop what Miniflare started (its loopback server
+    // would keep this process alive), so `svc` exits with its error.
+    await mf.dispose().catch(() => {});
+    throw e;
+  }
   const url = (await mf.unsafeGetDirectURL()).href.replace(/\/$/, "");
   log("info", "local stack listening", { url, data_dir: dataDir, startup_ms: Math.round(performance.now() - t0) });
 

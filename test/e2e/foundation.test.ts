@@ -2,11 +2,15 @@
  * The foundation end to end: the real local stack (Miniflare + in-process runner-host) driven over
  * HTTP — the auth matrix, every creation rule, paging, tenant isolation, restart persistence.
  */
+import { mkdtempSync, writeFileSync } from "node:fs";
 import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, expectApiError, expectStandardHeaders } from "../helpers/api.ts";
 import { commandOf, processTree } from "../helpers/process.ts";
 import { REFERENCE_HARNESS_COMMAND, secret, startStack, type Stack } from "../helpers/stack.ts";
+import { runSvc } from "../helpers/svc-command.ts";
 
 const env = {
   ACME_MANAGE: secret("acme-manage"),
@@ -71,6 +75,17 @@ describe("health", () => {
     const r = await call(stack.url, "GET", "/health/ready");
     expect(r.status).toBe(200);
     expect(r.body).toEqual({ status: "ready" });
+  });
+});
+
+describe("start-up", () => {
+  it("svc exits 1 with its error when its listen address is in use (it does not hang)", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "svc-in-use-"));
+    const configPath = path.join(dir, "config.json");
+    writeFileSync(configPath, JSON.stringify({ ...config(), listen: new URL(stack.url).host, data_dir: path.join(dir, "data") }));
+    const r = await runSvc(["-config", configPath], { env });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/svc: could not start: .*Address already in use/);
   });
 });
 

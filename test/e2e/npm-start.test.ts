@@ -12,18 +12,28 @@ import path from "node:path";
 import { parseEnv } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { SvcClient, type SessionEvent } from "../../client/index.ts";
-import { spawnLogged, type Logged } from "../helpers/process.ts";
+import { commandOf, processTree, spawnLogged, type Logged } from "../helpers/process.ts";
+import { openSse } from "../helpers/sse.ts";
 import { ROOT } from "../helpers/stack.ts";
 
 let demo: Logged | undefined;
 afterAll(async () => {
-  // The whole group: npm, the demo process, workerd and the harness processes.
+  // The whole group: npm and the demo process (workerd dies with its parent; harnesses when their stdin closes).
   try {
     if (demo?.child.pid) process.kill(-demo.child.pid, "SIGKILL");
   } catch {
     // ESRCH: the group is gone, as it should be.
   }
 });
+
+/** True once `pid` has exited: gone, or a zombie its adopter has not reaped yet. */
+function exited(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ").at(-1)!.startsWith("Z");
+  } catch {
+    return true;
+  }
+}
 
 describe("npm start", () => {
   it("runs the example stack and its scripted model, serves a turn, and stops every process on Ctrl-C", async () => {
@@ -53,10 +63,27 @@ describe("npm start", () => {
     expect(seen.at(-1)).toMatchObject({ type: "session.status", data: { status: "idle" } });
     expect(seen.find((e) => e.type === "assistant.message")).toMatchObject({ data: { text: "aaaabbbbcccc" } });
 
-    // Ctrl-C in a terminal: SIGINT to the whole foreground group (npm, the demo, workerd, harnesses).
+    // Ctrl-C in a terminal, mid-turn with a stream open: SIGINT to the whole foreground group (npm
+    // and the demo; workerd and the harnesses run in groups of their own). The stack drains as on
+    // SIGTERM: the turn is interrupted, the stream gets its final events and is ended by the
+    // service, not cut by workerd stopping first.
+    const last = seen.at(-1)!;
+    const stream = await openSse(`${url}/sessions/${s.id}/events?after=${encodeURIComponent("cursor" in last ? last.cursor : "")}`, { token });
+    const hung = await svc.sendMessage(s.id, "[[hang]]");
+    await stream.waitFor((f) => f.event === "session.status" && f.json.data.status === "running");
+    const tree = processTree(demo.child.pid!);
+    expect(tree.map(commandOf).filter((c) => c.includes("workerd"))).toHaveLength(1);
+    const from = demo.mark();
     process.kill(-demo.child.pid!, "SIGINT");
-    await demo.waitFor(/"msg":"stopped"/, 30_000);
+    await stream.ended;
+    expect(stream.frames.slice(-2).map((f) => [f.event, f.json.data.code ?? f.json.data.status, f.json.input_id])).toEqual([
+      ["session.error", "conflict", hung.id],
+      ["session.status", "interrupted", undefined],
+    ]);
+    expect(JSON.parse(await demo.waitFor(/"msg":"event streams ended"/, 30_000, from))).toMatchObject({ ended: 1, cut: 0 });
+    await demo.waitFor(/"msg":"stopped"/, 30_000, from);
     await demo.exited;
     expect(() => process.kill(-demo!.child.pid!, 0), "a process of the group outlived Ctrl-C").toThrow(/ESRCH/);
+    expect(tree.filter((pid) => !exited(pid)).map(commandOf), "processes that outlived Ctrl-C").toEqual([]);
   }, 180_000);
 });

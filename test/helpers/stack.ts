@@ -10,6 +10,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { REFERENCE_HARNESS_COMMAND as BUILT_HARNESS_COMMAND } from "../../scripts/build-harness.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
+import { commandOf, processTree } from "./process.ts";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -23,7 +24,7 @@ export type Stack = {
   /** The current length of stderr, to wait only for lines written after this point. */
   mark(): number;
   stop(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null; ms: number }>;
-  /** SIGKILL to the whole process group (the stack and its workerd): a crash, nothing runs after. */
+  /** SIGKILL to the stack's process group and its workerd: a crash, nothing runs after. */
   crash(): Promise<void>;
 };
 
@@ -101,7 +102,16 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
     waitForLog,
     mark: () => err.length,
     async crash() {
+      // workerd runs in a session of its own (runner-host/cli/workerd-session.ts), outside the group.
+      const workerd = processTree(child.pid!).filter((pid) => commandOf(pid).includes("workerd"));
       process.kill(-child.pid!, "SIGKILL");
+      for (const pid of workerd) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {
+          // ESRCH: its parent-death signal was first.
+        }
+      }
       await exited;
     },
     async stop(signal = "SIGTERM") {
