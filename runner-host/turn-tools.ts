@@ -8,13 +8,15 @@
  * result to both; a name the session does not know is answered by the harness itself, whose
  * `tool.result` is forwarded.
  * Invariant: every `tool_call` sent gets exactly one `tool_result`, also when the turn is
- * interrupted or its harness dies (`settle` writes what is missing).
+ * interrupted or its harness dies (`settle` writes what is missing). Every call, refused ones
+ * included, has a `tool.call` span and counts in `svc.tool.calls` / `svc.tool.duration` from its
+ * announcement to its result.
  */
 import { HarnessError, type HarnessProcess } from "./harness/harness-process.ts";
 import { LINK_GIVE_UP_MS } from "./link.ts";
 import type { TurnOptions } from "./turn.ts";
 import type { ToolResult } from "./harness/protocol.ts";
-import { telemetry, traceparentOf, type TraceContext } from "./telemetry.ts";
+import { telemetry, traceparentOf, type TraceContext, type ToolSpan } from "./telemetry.ts";
 import { executeHostTool } from "./tools/dispatch.ts";
 import { validateInput } from "./tools/json-schema.ts";
 import { errorResult } from "./tools/outcome.ts";
@@ -53,7 +55,7 @@ export type SessionTools = {
 /** What a turn knows (see TurnOptions in turn.ts), plus the harness and the turn's span and signal. */
 export type TurnToolsOptions = Pick<TurnOptions, "turn" | "key" | "link" | "route" | "env" | "scope" | "secret" | "log" | "session"> & {
   hp: HarnessProcess;
-  /** The turn's span: each host call gets a `tool.call` span under it, whose `traceparent` the tool receives. */
+  /** The turn's span: each call gets a `tool.call` span under it, whose `traceparent` a host tool receives. */
   trace: TraceContext;
   /** Aborted on interrupt or when the turn ends: stops host calls in flight. */
   signal: AbortSignal;
@@ -61,7 +63,7 @@ export type TurnToolsOptions = Pick<TurnOptions, "turn" | "key" | "link" | "rout
   beforeSend(): void;
 };
 
-type Call = { id: string; harnessId: string; name: string; answered: boolean };
+type Call = { id: string; harnessId: string; name: string; answered: boolean; started: number; span: ToolSpan };
 
 export class TurnTools {
   readonly #o: TurnToolsOptions;
@@ -74,7 +76,8 @@ export class TurnTools {
   }
 
   onCall(call: { id: string; name: string; arguments: Record<string, unknown> }): void {
-    const c: Call = { id: newId(), harnessId: call.id, name: call.name, answered: false };
+    const span = telemetry().startToolSpan(this.#o.trace, call.name);
+    const c: Call = { id: newId(), harnessId: call.id, name: call.name, answered: false, started: performance.now(), span };
     const route = this.#o.route(call.name);
     if (route.kind === "harness") {
       this.#announce(c, call.arguments, false);
@@ -119,10 +122,7 @@ export class TurnTools {
    * recorded; the answer comes back as `tool_reply`. Never throws.
    */
   async #executeRuntime(c: Call, descriptor: RuntimeDescriptor): Promise<void> {
-    const started = performance.now();
-    const span = telemetry().startToolSpan(this.#o.trace, c.name);
-    const result = await awaitRuntimeResult(descriptor, c.id, this.#o.session.replies, this.#o.signal);
-    this.#finished(c, result, started, span);
+    this.#answer(c, await awaitRuntimeResult(descriptor, c.id, this.#o.session.replies, this.#o.signal), true);
   }
 
   /**
@@ -135,13 +135,11 @@ export class TurnTools {
       const why = this.#o.signal.aborted ? "the turn ended first" : "the session did not record the call in time";
       return this.#answer(c, errorResult(`tool "${c.name}" was not called: ${why}`, false), true);
     }
-    const started = performance.now();
-    const span = telemetry().startToolSpan(this.#o.trace, c.name);
     let result: ToolResult;
     try {
       const scope = await this.#scope(tool, c.id);
       const ctx: ToolCallContext = {
-        traceparent: traceparentOf(span.context),
+        traceparent: traceparentOf(c.span.context),
         signal: this.#o.signal,
         onProgress: (data) => void this.#o.link.sendLive({ t: "progress", turn: this.#o.turn, call_id: c.id, data }),
       };
@@ -159,15 +157,6 @@ export class TurnTools {
       this.#o.log("error", "host tool call failed unexpectedly", { tool: c.name, error: (err as Error).message });
       result = errorResult(`tool "${c.name}" failed unexpectedly`, true);
     }
-    this.#finished(c, result, started, span);
-  }
-
-  #finished(c: Call, result: ToolResult, started: number, span: ReturnType<ReturnType<typeof telemetry>["startToolSpan"]>): void {
-    const outcome = result.is_error ? "tool_error" : "success";
-    const ms = performance.now() - started;
-    span.end(outcome);
-    telemetry().toolCall(c.name, outcome, ms);
-    this.#o.log("debug", "tool call finished", { tool: c.name, outcome, duration_ms: Math.round(ms) });
     this.#answer(c, result, true);
   }
 
@@ -206,6 +195,11 @@ export class TurnTools {
   #answer(c: Call, result: ToolResult, toHarness: boolean): void {
     if (c.answered) return;
     c.answered = true;
+    const outcome = result.is_error ? "tool_error" : "success";
+    const ms = performance.now() - c.started;
+    c.span.end(outcome);
+    telemetry().toolCall(c.name, outcome, ms);
+    this.#o.log("debug", "tool call finished", { tool: c.name, outcome, duration_ms: Math.round(ms) });
     this.#o.beforeSend();
     this.#o.link.send({ t: "tool_result", turn: this.#o.turn, call_id: c.id, result });
     if (!toHarness || this.#o.signal.aborted) return; // an interrupted harness no longer waits for it

@@ -8,7 +8,7 @@ import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { FLUSH_TIMEOUT_MS, telemetry } from "../../runner-host/telemetry.ts";
-import { opened, Rig, SLOW, TOOL_TOKEN, turnEnd } from "./runner-setup.ts";
+import { opened, ORPHAN, Rig, SLOW, TOOL_TOKEN, turnEnd } from "./runner-setup.ts";
 
 type Attrs = Record<string, unknown>;
 type Span = { traceId: string; spanId: string; parentSpanId?: string; name: string; attributes: Attrs };
@@ -139,6 +139,30 @@ describe("runner-host telemetry", () => {
     await rig.stop();
     rig = undefined;
     expect(telemetry().enabled).toBe(false);
+  });
+
+  it("every tool call has a tool.call span and counts as a tool_error, also those refused before dispatch", async () => {
+    rig = await Rig.start({ host: { env: { TOOL_TOKEN, OTEL_EXPORTER_OTLP_ENDPOINT: endpoint } } });
+    const fake = await rig.open("sess-refused", { session_id: "ef".repeat(16) });
+    await opened(fake);
+    // Arguments the input schema rejects, a tool enabled with no host tool behind it, and a name
+    // the session does not have (the harness answers that one itself).
+    const turn = rig.run(fake, `[[tool get_weather {"city":7}]] [[tool ${ORPHAN.name} {}]] [[tool no_such_tool {}]]`, { traceparent: TRACEPARENT });
+    expect((await turnEnd(fake, turn)).status).toBe("completed");
+    await telemetry().flush();
+
+    const names = ["get_weather", ORPHAN.name, "no_such_tool"].sort();
+    const toolSpans = spans().filter((s) => s.name === "tool.call" && s.traceId === TRACE_ID);
+    expect(toolSpans.map((s) => s.attributes["tool.name"]).sort()).toEqual(names);
+    expect(toolSpans.every((s) => s.attributes["tool.outcome"] === "tool_error")).toBe(true);
+    const exec = spans().find((s) => s.name === "session.execute" && s.traceId === TRACE_ID)!;
+    expect(toolSpans.every((s) => s.parentSpanId === exec.spanId)).toBe(true);
+    const calls = points("svc.tool.calls");
+    expect(calls.map((p) => p.attributes).sort((a, b) => String(a.tool).localeCompare(String(b.tool)))).toEqual(names.map((tool) => ({ tool, outcome: "tool_error" })));
+    expect(calls.map(value)).toEqual([1, 1, 1]);
+    expect(points("svc.tool.duration").map((p) => Number(p.count))).toEqual([1, 1, 1]);
+    // None of them reached a tool.
+    expect(rig.tools.calls.items).toHaveLength(0);
   });
 
   it("stops cleanly when the collector is unreachable: the failed export is logged, not thrown", async () => {
