@@ -65,7 +65,8 @@ sessions.get("/", async (c) => {
   const p = c.get("principal");
   refuseInspection(p);
   const limit = pageLimit(c.req.query("limit"));
-  const after = c.req.query("after") ?? "";
+  // Ids are lowercase hex and accepted in either case (docs/api.md), so `after` is compared lowercased.
+  const after = (c.req.query("after") ?? "").toLowerCase();
   const index = c.env.TENANTS.getByName(p.tenant);
   const conn = mirrorConnection(c.env, c.get("runtime"));
   if (!conn) return c.json({ sessions: await index.list(after, limit, p.session) });
@@ -167,10 +168,10 @@ sessions.post("/:id/restore", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
   const body = parseBody(await readBody(c, bodyCap(c)), RestoreSchema);
-  const stub = await sessionStub(c, id);
-  requirePersistence(c);
   // A checkpoint reference is a checkpoint id: 32 hex, either case (docs/api.md).
   if (!isId(body.checkpoint)) throw invalid("checkpoint: must be a 32-hex checkpoint id");
+  const stub = await sessionStub(c, id);
+  requirePersistence(c);
   return c.json(unwrap(await stub.restore(body.checkpoint.toLowerCase())));
 });
 

@@ -102,12 +102,15 @@ export class Turns {
         return { events: [], opened: true };
       case "open_failed": {
         this.#s.set({ link_state: "none" });
-        // The turn that needed the harness cannot run: it fails, later inputs are cancelled.
-        const first = this.#sql.exec<{ seq: number }>("SELECT seq FROM inputs ORDER BY seq LIMIT 1").toArray()[0];
-        if (first) this.#sql.exec("UPDATE inputs SET state = 'running' WHERE seq = ?", first.seq);
-        const events = first
-          ? this.#s.endWork(now, "failed", { running: { code: "service_error", message: m.message }, queued: "the session failed" })
-          : [];
+        // The turn that needed the harness cannot run: it begins (`running`, as every turn does:
+        // the spec fails an unsupported model from `running`), fails, and later inputs are cancelled.
+        const first = this.#sql.exec<{ seq: number; event_id: string }>("SELECT seq, event_id FROM inputs ORDER BY seq LIMIT 1").toArray()[0];
+        if (!first) return { events: [], detached: true };
+        this.#sql.exec("UPDATE inputs SET state = 'running' WHERE seq = ?", first.seq);
+        const events = [
+          ...this.#s.setStatus(now, "running", first.event_id),
+          ...this.#s.endWork(now, "failed", { running: { code: "service_error", message: m.message }, queued: "the session failed" }),
+        ];
         return { events, detached: true };
       }
       case "native":

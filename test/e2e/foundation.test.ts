@@ -379,6 +379,9 @@ describe("list sessions", () => {
       after = seen.at(-1)!;
     }
     expect(seen).toEqual(ids);
+    // `after` is an id, so either case pages alike.
+    const upper = await call(stack.url, "GET", `/sessions?limit=1000&after=${ids[1].toUpperCase()}`, { token: env.GLOBEX_MANAGE });
+    expect(upper.body.sessions.map((s: { id: string }) => s.id)).toEqual(ids.slice(2));
   });
 
   it("limit outside 1..1000 gives 400 invalid_request", async () => {
@@ -430,6 +433,8 @@ describe("flush, sync and restore without persistence", () => {
     expectApiError(await call(stack.url, "GET", `/sessions/${s.id}/sync`, { token: env.ACME_READ }), 422, "unsupported");
     expectApiError(await call(stack.url, "POST", `/sessions/${s.id}/restore`, { token: env.ACME_MANAGE, body: { checkpoint: "0".repeat(32) } }), 422, "unsupported");
     expectApiError(await call(stack.url, "POST", `/sessions/${s.id}/restore`, { token: env.ACME_MANAGE, body: {} }), 400, "invalid_request");
+    // A malformed checkpoint reference is a bad body too, with or without persistence.
+    expectApiError(await call(stack.url, "POST", `/sessions/${s.id}/restore`, { token: env.ACME_MANAGE, body: { checkpoint: "bad" } }), 400, "invalid_request");
     expectApiError(await call(stack.url, "POST", `/sessions/${s.id}/flush`, { token: env.ACME_WRITE }), 403, "forbidden");
     expectApiError(await call(stack.url, "POST", `/sessions/${s.id}/flush`), 401, "forbidden");
     expectApiError(await call(stack.url, "GET", `/sessions/${s.id}/sync`, { token: env.GLOBEX_MANAGE }), 404, "not_found");

@@ -147,6 +147,8 @@ describe("turns", () => {
     const s = await session({ model: "openai/no-such-model" });
     const m = await say(s, "hi");
     await status(s, "failed");
+    // running → failed, as every turn: it begins, then fails.
+    expect(summary(s.sse.frames)).toEqual(["user.message", "status:running", "error:service_error", "status:failed"]);
     const err = s.sse.frames.find((f) => f.event === "session.error")!.json;
     expect(err).toMatchObject({ input_id: m.id, data: { code: "service_error" } });
     expect(err.data.message).toMatch(/no-such-model/);
@@ -157,6 +159,7 @@ describe("turns", () => {
     const s = await session({ reasoning_effort: "high" });
     await say(s, "hi");
     await status(s, "failed");
+    expect(summary(s.sse.frames)).toEqual(["user.message", "status:running", "error:service_error", "status:failed"]);
     const err = s.sse.frames.find((f) => f.event === "session.error")!.json;
     expect(err.data.code).toBe("service_error");
     expect(err.data.message).toMatch(/unsupported/);
