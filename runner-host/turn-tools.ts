@@ -9,8 +9,8 @@
  * `tool.result` is forwarded.
  * Invariant: every `tool_call` sent gets exactly one `tool_result`, also when the turn is
  * interrupted or its harness dies (`settle` writes what is missing). Every call, refused ones
- * included, has a `tool.call` span and counts in `svc.tool.calls` / `svc.tool.duration` from its
- * announcement to its result.
+ * included, has a `tool.call` span and counts in `svc.tool.calls` / `svc.tool.duration`, from the
+ * harness's request to its result.
  */
 import { HarnessError, type HarnessProcess } from "./harness/harness-process.ts";
 import { LINK_GIVE_UP_MS } from "./link.ts";
