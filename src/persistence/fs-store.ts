@@ -7,7 +7,7 @@
  * Wire: `PUT /o/<key>` (header `If-None-Match: *` to create only), `GET /o/<key>`,
  * `DELETE /o/<key>`; 404 for a missing object, 5xx with a message for a failure.
  */
-import { httpFailure, StoreError, type ObjectStore } from "./store.ts";
+import { answerBytes, callFailure, httpFailure, STORE_REQUEST_MS, type ObjectStore } from "./store.ts";
 
 export const FS_BINDING = "PERSISTENCE_FS";
 
@@ -24,9 +24,10 @@ export class FsStore implements ObjectStore {
 
   async #send(key: string, init: RequestInit): Promise<Response> {
     try {
-      return await this.#service.fetch(`http://persistence-fs/o/${key.split("/").map(encodeURIComponent).join("/")}`, init);
+      const url = `http://persistence-fs/o/${key.split("/").map(encodeURIComponent).join("/")}`;
+      return await this.#service.fetch(url, { ...init, signal: AbortSignal.timeout(STORE_REQUEST_MS) });
     } catch (e) {
-      throw new StoreError(`filesystem ${init.method} ${key} failed: ${e instanceof Error ? e.message : String(e)}`);
+      throw callFailure(`filesystem ${init.method} ${key}`, e, STORE_REQUEST_MS);
     }
   }
 
@@ -49,7 +50,7 @@ export class FsStore implements ObjectStore {
       return null;
     }
     if (!res.ok) throw await httpFailure(`filesystem read ${key}`, res);
-    return new Uint8Array(await res.arrayBuffer());
+    return answerBytes(`filesystem read ${key}`, res, STORE_REQUEST_MS);
   }
 
   async delete(key: string): Promise<void> {

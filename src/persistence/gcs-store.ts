@@ -10,7 +10,7 @@
  */
 import { z } from "zod";
 import { fromBase64, toBase64Url } from "../shared/base64.ts";
-import { encoder, httpFailure, StoreError, type ObjectStore } from "./store.ts";
+import { answerBytes, callFailure, encoder, httpFailure, STORE_REQUEST_MS, StoreError, type ObjectStore } from "./store.ts";
 
 const API = "https://storage.googleapis.com";
 const SCOPE = "https://www.googleapis.com/auth/devstorage.read_write";
@@ -45,9 +45,12 @@ export class GcsStore implements ObjectStore {
   readonly #api: string;
   readonly #account: ServiceAccount | undefined;
   #token: { value: string; until: number } | undefined;
+  readonly #timeoutMs: number;
 
-  constructor(o: { bucket: string; credential?: string; emulator?: string }) {
+  /** `timeoutMs`: bound on each call, answer included (default STORE_REQUEST_MS). */
+  constructor(o: { bucket: string; credential?: string; emulator?: string; timeoutMs?: number }) {
     this.#bucket = o.bucket;
+    this.#timeoutMs = o.timeoutMs ?? STORE_REQUEST_MS;
     this.#api = (o.emulator ? (/^https?:\/\//.test(o.emulator) ? o.emulator : `http://${o.emulator}`) : API).replace(/\/+$/, "");
     this.#account = o.credential ? ServiceAccountSchema.parse(JSON.parse(o.credential)) : undefined;
   }
@@ -58,17 +61,16 @@ export class GcsStore implements ObjectStore {
 
   async #headers(): Promise<Record<string, string>> {
     if (!this.#account) return {};
-    if (!this.#token || Date.now() > this.#token.until) this.#token = await fetchToken(this.#account);
+    if (!this.#token || Date.now() > this.#token.until) this.#token = await fetchToken(this.#account, this.#timeoutMs);
     return { Authorization: `Bearer ${this.#token.value}` };
   }
 
   async #send(what: string, url: string, init: RequestInit): Promise<Response> {
     try {
       const headers = { ...(await this.#headers()), ...(init.headers as Record<string, string> | undefined) };
-      return await fetch(url, { ...init, headers });
+      return await fetch(url, { ...init, headers, signal: AbortSignal.timeout(this.#timeoutMs) });
     } catch (e) {
-      if (e instanceof StoreError) throw e;
-      throw new StoreError(`gcs ${what} failed: ${e instanceof Error ? e.message : String(e)}`);
+      throw callFailure(`gcs ${what}`, e, this.#timeoutMs);
     }
   }
 
@@ -97,7 +99,7 @@ export class GcsStore implements ObjectStore {
       return null;
     }
     if (!res.ok) throw await httpFailure(`gcs get ${key}`, res);
-    return new Uint8Array(await res.arrayBuffer());
+    return answerBytes(`gcs get ${key}`, res, this.#timeoutMs);
   }
 
   async delete(key: string): Promise<void> {
@@ -108,7 +110,7 @@ export class GcsStore implements ObjectStore {
 }
 
 /** OAuth 2.0 JWT bearer grant (RFC 7523) with the service account's RS256 key. */
-async function fetchToken(a: ServiceAccount): Promise<{ value: string; until: number }> {
+async function fetchToken(a: ServiceAccount, timeoutMs: number): Promise<{ value: string; until: number }> {
   const now = Math.floor(Date.now() / 1000);
   const part = (o: unknown) => toBase64Url(encoder.encode(JSON.stringify(o)));
   const unsigned = `${part({ alg: "RS256", typ: "JWT" })}.${part({ iss: a.client_email, scope: SCOPE, aud: a.token_uri, iat: now, exp: now + ASSERTION_SECONDS })}`;
@@ -119,6 +121,7 @@ async function fetchToken(a: ServiceAccount): Promise<{ value: string; until: nu
     method: "POST",
     headers: { "Content-Type": "application/x-www-form-urlencoded" },
     body: new URLSearchParams({ grant_type: "urn:ietf:params:oauth:grant-type:jwt-bearer", assertion: `${unsigned}.${toBase64Url(signature)}` }),
+    signal: AbortSignal.timeout(timeoutMs),
   });
   if (!res.ok) throw await httpFailure("gcs token exchange", res);
   const body = (await res.json()) as { access_token?: unknown; expires_in?: unknown };

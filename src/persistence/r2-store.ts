@@ -1,5 +1,5 @@
 /** `r2` through the Worker's R2 binding (`PERSISTENCE`), when the deployment binds a bucket. */
-import { StoreError, type ObjectStore } from "./store.ts";
+import { callFailure, STORE_REQUEST_MS, type ObjectStore } from "./store.ts";
 
 /** What the store needs of an R2 bucket binding (a Worker `R2Bucket`). */
 export type R2BucketLike = {
@@ -16,11 +16,15 @@ export class R2Store implements ObjectStore {
     this.#bucket = bucket;
   }
 
+  /** A binding call cannot be aborted; past STORE_REQUEST_MS it is left to finish and the call fails. */
   async #call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    const signal = AbortSignal.timeout(STORE_REQUEST_MS);
+    const late = new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason), { once: true }));
+    late.catch(() => {}); // it rejects after the call too, when nothing waits on it any more
     try {
-      return await fn();
+      return await Promise.race([fn(), late]);
     } catch (e) {
-      throw new StoreError(`r2 ${what} failed: ${e instanceof Error ? e.message : String(e)}`);
+      throw callFailure(`r2 ${what}`, e, STORE_REQUEST_MS);
     }
   }
 

@@ -4,7 +4,7 @@
  * what R2's S3 endpoint and S3-compatible servers expect; virtual-hosted AWS addressing otherwise.
  */
 import { AwsClient } from "aws4fetch";
-import { httpFailure, StoreError, type ObjectStore } from "./store.ts";
+import { answerBytes, callFailure, httpFailure, STORE_REQUEST_MS, type ObjectStore } from "./store.ts";
 
 export type S3Options = {
   kind: "s3" | "r2";
@@ -16,6 +16,8 @@ export type S3Options = {
   sessionToken?: string;
   /** Sends the signed request; the global `fetch` when left out (tests see the requests through it). */
   fetch?: (request: Request) => Promise<Response>;
+  /** Bound on each call, answer included, ms (default STORE_REQUEST_MS). */
+  timeoutMs?: number;
 };
 
 export class S3Store implements ObjectStore {
@@ -23,9 +25,11 @@ export class S3Store implements ObjectStore {
   readonly #client: AwsClient;
   readonly #base: string;
   readonly #fetch: (request: Request) => Promise<Response>;
+  readonly #timeoutMs: number;
 
   constructor(o: S3Options) {
     this.kind = o.kind;
+    this.#timeoutMs = o.timeoutMs ?? STORE_REQUEST_MS;
     this.#fetch = o.fetch ?? ((request) => fetch(request));
     // With a custom endpoint aws4fetch cannot infer service and region from the host: pass both.
     this.#client = new AwsClient({
@@ -47,9 +51,10 @@ export class S3Store implements ObjectStore {
 
   async #send(key: string, init: RequestInit): Promise<Response> {
     try {
-      return await this.#fetch(await this.#client.sign(this.#url(key), init));
+      const signed = await this.#client.sign(this.#url(key), init);
+      return await this.#fetch(new Request(signed, { signal: AbortSignal.timeout(this.#timeoutMs) }));
     } catch (e) {
-      throw new StoreError(`${this.kind} ${init.method ?? "GET"} failed: ${e instanceof Error ? e.message : String(e)}`);
+      throw callFailure(`${this.kind} ${init.method ?? "GET"} ${key}`, e, this.#timeoutMs);
     }
   }
 
@@ -73,7 +78,7 @@ export class S3Store implements ObjectStore {
       return null;
     }
     if (!res.ok) throw await httpFailure(`${this.kind} GET ${key}`, res);
-    return new Uint8Array(await res.arrayBuffer());
+    return answerBytes(`${this.kind} GET ${key}`, res, this.#timeoutMs);
   }
 
   async delete(key: string): Promise<void> {

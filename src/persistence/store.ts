@@ -20,6 +20,31 @@ export interface ObjectStore {
   delete(key: string): Promise<void>;
 }
 
+/**
+ * How long one call to the provider may take, whole answer included, ms. An object is at most a
+ * few MiB (a ≤ 64 KiB block, a native checkpoint, a manifest): seconds at any usable bandwidth.
+ * A connection that is accepted and never answered must fail the call, so the upload round fails
+ * and is retried with backoff (and a lookup answers `500`); without a bound the session would wait
+ * on it for good, its uploads stuck even after the store is healthy again.
+ */
+export const STORE_REQUEST_MS = 20_000;
+
+/** The StoreError for a call that threw: a timeout says so, anything else keeps its message. */
+export function callFailure(what: string, e: unknown, timeoutMs: number): StoreError {
+  if (e instanceof StoreError) return e;
+  if (e instanceof Error && e.name === "TimeoutError") return new StoreError(`${what}: no answer within ${timeoutMs / 1000} s`);
+  return new StoreError(`${what} failed: ${e instanceof Error ? e.message : String(e)}`);
+}
+
+/** The answer's bytes; a body that stops coming fails like its call (the same signal bounds both). */
+export async function answerBytes(what: string, res: Response, timeoutMs: number): Promise<Uint8Array> {
+  try {
+    return new Uint8Array(await res.arrayBuffer());
+  } catch (e) {
+    throw callFailure(what, e, timeoutMs);
+  }
+}
+
 /** A provider answered with something other than success: retried by the uploader with backoff. */
 export class StoreError extends Error {
   constructor(message: string) {

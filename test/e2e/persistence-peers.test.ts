@@ -14,6 +14,7 @@ import { call, expectApiError } from "../helpers/api.ts";
 import { startFakeGcs } from "../helpers/fake-gcs.ts";
 import { allEvents, baseEnv, createSession, expectBlocks, ndjson, stackConfig, TOKEN, turn } from "../helpers/persistence.ts";
 import { S3_KEY, startS3, type S3Peer } from "../helpers/s3.ts";
+import { startProxy } from "../helpers/proxy.ts";
 import { openSse } from "../helpers/sse.ts";
 import { startStack } from "../helpers/stack.ts";
 
@@ -110,6 +111,29 @@ describe("s3 (s3rver)", () => {
       await stack.stop();
     }
   });
+
+  it("a store that accepts connections and never answers: the round fails after its bound and is retried; once it answers, flush catches the session up", async () => {
+    const gate = await startProxy(s3.url);
+    gate.stall(true);
+    const stack = await startStack({ config: stackConfig(provider, s3Persistence({ endpoint: gate.url })), env: s3Env });
+    try {
+      const s = await createSession(stack.url);
+      await turn(stack.url, s, "while the store hangs");
+      await stack.waitForLog(new RegExp(`"msg":"sync round failed","session_id":"${s.id}".*no answer within 20 s`), 60_000);
+      const sync = await call(stack.url, "GET", `/sessions/${s.id}/sync`, { token: TOKEN });
+      expect(sync.body).toMatchObject({ pending: true, error: expect.stringMatching(/no answer within 20 s/) });
+
+      // The store answers new connections again; the stalled ones stay open and silent.
+      gate.stall(false);
+      const after = await call(stack.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN });
+      expect(after.body).toMatchObject({ pending: false });
+      expect(after.body.error).toBeUndefined();
+      await expectStoredHistory(s.id, ndjson(await allEvents(stack.url, s.id)));
+    } finally {
+      await stack.stop();
+      await gate.close();
+    }
+  }, 120_000);
 
   it("SIGKILL of the whole local stack mid-upload: after a restart the upload resumes without gaps or duplicate blocks", async () => {
     let stack = await startStack({ config: stackConfig(provider, s3Persistence({ interval_seconds: 3600 })), env: s3Env });

@@ -7,6 +7,7 @@
 import S3rver from "@20minutes/s3rver";
 import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync, readFileSync } from "node:fs";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -137,6 +138,49 @@ describe("provider peculiarities", () => {
     // Keys never leave the directory: dot segments are resolved away, an encoded slash is refused.
     expect(await store.get("../escape")).toBeNull();
     expect((await persistenceFsHandler(fsDir)(new Request("http://fs/o/a%2F..%2F..%2Fetc%2Fpasswd"))).status).toBe(400);
+  });
+});
+
+describe("a store that stops answering", () => {
+  /**
+   * A peer that accepts connections and reads requests but never answers (`headers`: sends a
+   * 200 with a long body's first bytes, then nothing more).
+   */
+  async function silentPeer(headers: boolean): Promise<{ url: string; close(): Promise<void> }> {
+    const sockets = new Set<net.Socket>();
+    const server = net.createServer((socket) => {
+      sockets.add(socket);
+      socket.on("error", () => {}).on("close", () => sockets.delete(socket));
+      socket.once("data", () => {
+        if (headers) socket.write("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: 1000000\r\n\r\nfirst bytes");
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as net.AddressInfo;
+    return {
+      url: `http://127.0.0.1:${port}`,
+      close: () => new Promise<void>((resolve) => (sockets.forEach((s) => s.destroy()), server.close(() => resolve()))),
+    };
+  }
+
+  it.each([
+    ["s3", (url: string) => new S3Store({ kind: "s3", bucket: "sess", region: "us-east-1", endpoint: url, accessKeyId: "a", secretAccessKey: "b", timeoutMs: 300 })],
+    ["gcs", (url: string) => new GcsStore({ bucket: "sess", emulator: url, timeoutMs: 300 })],
+  ])("%s: a call the peer never answers, or whose body stops coming, fails as a store error after the bound", async (_name, make) => {
+    const silent = await silentPeer(false);
+    const stalled = await silentPeer(true);
+    try {
+      for (const call of [(st: ObjectStore) => st.put("k", bytes("x"), "text/plain"), (st: ObjectStore) => st.get("k")]) {
+        const error = await call(make(silent.url)).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(StoreError);
+        expect((error as Error).message).toMatch(/no answer within 0\.3 s/);
+      }
+      const error = await make(stalled.url).get("k").catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreError);
+      expect((error as Error).message).toMatch(/no answer within 0\.3 s/);
+    } finally {
+      await Promise.all([silent.close(), stalled.close()]);
+    }
   });
 });
 
