@@ -59,7 +59,6 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
       const local = sql.exec("SELECT 1 FROM checkpoints WHERE id = ?", m.checkpoint?.id ?? "").toArray().length > 0;
       const cutSeq = local ? s.log.countUntil(offset) : 0;
       sql.exec("INSERT OR REPLACE INTO epoch_cuts (epoch, last_seq) VALUES (?, ?)", r.epoch, cutSeq);
-      sql.exec("DELETE FROM idem_keys WHERE event_seq > ?", cutSeq);
       const restored = new Set(m.checkpoints.map((c) => c.id));
       for (const b of sql.exec<{ key: string; start: number }>("SELECT key, start FROM sync_blocks WHERE start >= ?", offset)) orphans.push(b.key);
       for (const c of sql.exec<{ id: string; native_key: string | null; published: number }>("SELECT id, native_key, published FROM checkpoints")) {
@@ -88,10 +87,12 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
       for (const c of m.epoch_cuts) sql.exec("INSERT INTO epoch_cuts (epoch, last_seq) VALUES (?, ?)", c.epoch, c.last_seq);
       for (const c of m.credentials) sql.exec("INSERT INTO credentials (alias, key_id, iv, ciphertext) VALUES (?, ?, ?, ?)", c.alias, c.key_id, c.iv, c.ciphertext);
     }
-    for (const t of ["events", "event_chunks", "native", "checkpoints", "inputs", "open_calls", "runtime_calls", "sync_blocks"]) sql.exec(`DELETE FROM ${t}`);
+    for (const t of ["events", "event_chunks", "native", "checkpoints", "inputs", "open_calls", "runtime_calls", "sync_blocks", "idem_keys"]) sql.exec(`DELETE FROM ${t}`);
     for (const line of d.lines) {
       const e = JSON.parse(line) as { id: string; type: string; time: string; data: Record<string, unknown>; input_id?: string };
-      s.append({ type: e.type, data: e.data, input_id: e.input_id }, e.time, e.id);
+      const logged = s.append({ type: e.type, data: e.data, input_id: e.input_id }, e.time, e.id);
+      // The keys of the messages the history keeps come back with it; those of the cut-off tail do not.
+      if (e.type === "user.message" && typeof e.data.key === "string") s.rememberKey(e.data.key, String(e.data.text), logged.seq);
     }
     let nativeSeq = 0;
     m.checkpoints.forEach((c, i) => {

@@ -121,7 +121,7 @@ export class SessionState {
     if (input.delivery !== undefined && input.delivery !== "queue") throw invalid(`delivery: must be "queue"`);
     if (input.text === undefined) throw invalid("text: required for user.message");
     if (byteLength(input.text) > limits.input_bytes) throw invalid(`text: longer than ${limits.input_bytes} bytes`);
-    const hash = createHash("sha256").update(JSON.stringify([input.text, "queue"])).digest("hex");
+    const hash = inputHash(input.text);
     if (input.key !== undefined) {
       const seen = this.#storage.sql
         .exec<{ input_hash: string; event_seq: number }>("SELECT input_hash, event_seq FROM idem_keys WHERE key = ?", input.key)
@@ -153,9 +153,7 @@ export class SessionState {
         now,
         traceparent ?? null,
       );
-      if (input.key !== undefined) {
-        this.#storage.sql.exec("INSERT INTO idem_keys (key, input_hash, event_seq) VALUES (?, ?, ?)", input.key, hash, e.seq);
-      }
+      if (input.key !== undefined) this.rememberKey(input.key, input.text!, e.seq);
       this.set({ updated_at: now, version: this.require().version + 1 });
       return e;
     });
@@ -227,6 +225,15 @@ export class SessionState {
     });
   }
 
+  /**
+   * Keeps an idempotency key with what it was used for: the message text and its event. Keys last
+   * the session's life (docs/api.md), so a history loaded or restored from storage brings back
+   * the keys of the messages it holds.
+   */
+  rememberKey(key: string, text: string, eventSeq: number): void {
+    this.#storage.sql.exec("INSERT OR REPLACE INTO idem_keys (key, input_hash, event_seq) VALUES (?, ?, ?)", key, inputHash(text), eventSeq);
+  }
+
   /** Records a status change (and its event) unless the status is already `to`. */
   setStatus(now: string, to: SessionStatus, inputId?: string): LoggedEvent[] {
     const r = this.require();
@@ -295,4 +302,9 @@ export class SessionState {
     const r = this.require();
     if (version > r.indexed_version) this.#row.setLater({ indexed_version: version });
   }
+}
+
+/** What a key's first use is compared with: the text and the delivery (only `queue` is accepted). */
+function inputHash(text: string): string {
+  return createHash("sha256").update(JSON.stringify([text, "queue"])).digest("hex");
 }

@@ -168,7 +168,11 @@ describe("persistence (filesystem)", () => {
   it("loads a session from storage on a deployment with an empty local state, and everything after it works", async () => {
     const s = await createSession(stack.url);
     await turn(stack.url, s, "remember alpha");
-    const cp = await turn(stack.url, s, "remember beta");
+    // A keyed message: its key lasts the session's life, on whichever deployment holds it.
+    const keyed = { type: "user.message", text: "remember beta", key: "beta-1" };
+    const beta = await post(`/sessions/${s.id}/events`, keyed);
+    await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === beta.body.id);
+    const cp = (await call(stack.url, "GET", `/sessions/${s.id}`, { token: TOKEN })).body.checkpoint;
     expect((await post(`/sessions/${s.id}/flush`)).body.pending).toBe(false);
     const events = await allEvents(stack.url, s.id);
     s.sse.close();
@@ -182,6 +186,13 @@ describe("persistence (filesystem)", () => {
       expect(loaded).toEqual(events);
       const list = await call(fresh.url, "GET", "/sessions", { token: TOKEN });
       expect(list.body.sessions.map((x: { id: string }) => x.id)).toContain(s.id);
+      // The loaded session knows the key: the same message returns the original event and queues
+      // nothing; other text under it is a conflict.
+      const again = await call(fresh.url, "POST", `/sessions/${s.id}/events`, { token: TOKEN, body: keyed });
+      expect(again.status).toBe(202);
+      expect(again.body.id).toBe(beta.body.id);
+      expectApiError(await call(fresh.url, "POST", `/sessions/${s.id}/events`, { token: TOKEN, body: { ...keyed, text: "other" } }), 409, "conflict");
+      expect(await allEvents(fresh.url, s.id)).toEqual(events);
       const sse = await openSse(`${fresh.url}/sessions/${s.id}/events`, { token: TOKEN, lastEventId: events.at(-1)!.cursor });
       await turn(fresh.url, { id: s.id, sse }, "what did I say?");
       sse.close();
