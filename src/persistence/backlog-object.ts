@@ -7,9 +7,11 @@
  * `force` is the admission check for new writes; work already running (a turn's events) always
  * enters.
  *
- * Startup scan: when this object starts (a process start in the local stack, an eviction when
- * deployed) it wakes every queued session, which re-arms its upload alarm or leaves the queue;
- * readiness stays `503` until that scan has finished.
+ * Startup scan: when this object starts (a process start, or after an eviction: workerd evicts
+ * an object idle for seconds) it wakes every queued session, which re-arms its upload alarm or
+ * leaves the queue; readiness stays `503` until that scan has finished. An empty queue is scanned
+ * at once and a probe waits up to SCAN_WAIT_MS for a short one, so an eviction of an idle
+ * deployment's object never shows as not ready.
  *
  * It records `svc.sync.pending` (the gauge of sessions waiting) whenever the count changes and on
  * each readiness probe, and exports it like every object does (src/metrics).
@@ -27,6 +29,11 @@ import { metrics } from "../metrics/registry.ts";
 export const BACKLOG_NAME = "sync-backlog";
 /** Sessions the startup scan wakes at once. */
 const SCAN_CONCURRENCY = 8;
+/**
+ * How long a readiness probe waits for a scan in progress, ms: a queue of a few sessions is
+ * scanned well within it; a long one (a restart with many sessions waiting) is `503` until done.
+ */
+const SCAN_WAIT_MS = 1_000;
 
 export type BacklogStatus = { pending: number; scanned: boolean };
 
@@ -66,14 +73,19 @@ export class SyncBacklog extends DurableObject<Env> {
     this.#recordPending();
   }
 
-  /** Starts the startup scan on the first call of this object's life. */
-  status(): BacklogStatus {
+  /** Starts the startup scan on the first call of this object's life, and waits a little for it. */
+  async status(): Promise<BacklogStatus> {
     this.#scan ??= this.#runScan();
+    if (!this.#scanned) await Promise.race([this.#scan, new Promise((resolve) => setTimeout(resolve, SCAN_WAIT_MS))]);
     return { pending: this.#recordPending(), scanned: this.#scanned };
   }
 
   async #runScan(): Promise<void> {
     const names = this.ctx.storage.sql.exec<{ name: string }>("SELECT name FROM queued ORDER BY since").toArray().map((r) => r.name);
+    if (names.length === 0) {
+      this.#scanned = true; // before the first await: the probe that started it sees it done
+      return;
+    }
     let next = 0;
     const worker = async () => {
       while (next < names.length) {
