@@ -5,8 +5,9 @@
  * it yielded and, when the connection drops (a network blip, a deploy, a slow-reader cut-off, a
  * server reload), reconnects with that cursor, so retained events arrive with no gap and no
  * duplicate. Live-only events sent while it was away are not replayed (the service never does). A
- * `429` waits out `Retry-After`. It ends after a `session.status` of `closed`, when the caller
- * stops iterating, or when its signal aborts. Other error answers (`404`, `409
+ * `429` waits out `Retry-After`. It ends after a `session.status` of `closed` (or when the server
+ * ends the stream of a session that is closed, as it does for a stream opened after the `closed`
+ * event), when the caller stops iterating, or when its signal aborts. Other error answers (`404`, `409
  * cursor_unavailable`, ...) are thrown as `ApiError`.
  */
 import { EventSourceParserStream, type EventSourceMessage } from "eventsource-parser/stream";
@@ -81,6 +82,7 @@ export async function* eventStream<E extends { type: string; data: unknown }>(
         continue;
       }
       if (!res.ok) throw await ApiError.from(res);
+      let ended = false;
       try {
         for await (const f of frames(res, ctl.signal)) {
           const event = JSON.parse(f.data) as E;
@@ -90,10 +92,14 @@ export async function* eventStream<E extends { type: string; data: unknown }>(
           yield event;
           if (event.type === "session.status" && (event.data as { status?: string }).status === "closed") return;
         }
+        ended = true;
       } catch {
         // A connection cut mid-stream: resume below.
       }
       if (ctl.signal.aborted) return;
+      // The server ended the stream: a closed session's (whose `closed` came before our cursor), or
+      // a shutdown's, after which the stream resumes elsewhere. Only the session's status tells.
+      if (ended && (await isClosed(t, sessionId, ctl.signal))) return;
       failures++;
     }
   } catch (e) {
@@ -102,5 +108,15 @@ export async function* eventStream<E extends { type: string; data: unknown }>(
   } finally {
     o.signal?.removeEventListener("abort", abort);
     ctl.abort();
+  }
+}
+
+/** True when the session is `closed`; false when it is not, or when that cannot be read now. */
+async function isClosed(t: Transport, sessionId: string, signal: AbortSignal): Promise<boolean> {
+  try {
+    const s = await t.json<{ status: string }>("GET", `/sessions/${encodeURIComponent(sessionId)}`, { signal });
+    return s.status === "closed";
+  } catch {
+    return false;
   }
 }

@@ -182,4 +182,18 @@ describe("client and 429", () => {
     expect(stream.got.map((e) => e.type)).toEqual(["user.message", "session.error", "session.status"]);
     expect(stream.got.at(-1)).toMatchObject({ data: { status: "closed" } });
   });
+
+  it("a stream opened after a closed session's last event ends at once instead of reconnecting", async () => {
+    const svc = new SvcClient({ baseUrl: stack.url, token: env.MANAGE });
+    const s = await newSession(svc);
+    await svc.close(s.id);
+    const page = await svc.events(s.id);
+    const last = page.events.at(-1)!;
+    expect(last).toMatchObject({ type: "session.status", data: { status: "closed" } });
+    let reconnects = 0;
+    const stream = collect(svc.stream(s.id, { after: "cursor" in last ? last.cursor : "", onReconnect: () => reconnects++ }));
+    await stream.done;
+    expect(stream.got).toEqual([]);
+    expect(reconnects).toBe(0);
+  });
 });
