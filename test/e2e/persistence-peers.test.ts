@@ -42,6 +42,14 @@ const s3Persistence = (over: Record<string, unknown> = {}) => ({
   ...over,
 });
 
+/** Once the store answers again: a flush uploads everything, with no error left, and storage holds the history. */
+async function expectFlushCatchesUp(url: string, id: string): Promise<void> {
+  const after = await call(url, "POST", `/sessions/${id}/flush`, { token: TOKEN });
+  expect(after.body).toMatchObject({ pending: false });
+  expect(after.body.error).toBeUndefined();
+  await expectStoredHistory(id, ndjson(await allEvents(url, id)));
+}
+
 /** The session's stored blocks: whole lines, ≤64 KiB, contiguous from 0, no duplicate, = history. */
 async function expectStoredHistory(id: string, history: string): Promise<void> {
   const keys = (await s3.keys("")).filter((k) => k.includes(`/${id}/blocks/`)).sort();
@@ -103,10 +111,7 @@ describe("s3 (s3rver)", () => {
       expect(sync.body).toMatchObject({ pending: true, error: expect.any(String) });
 
       await s3.start();
-      const after = await call(stack.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN });
-      expect(after.body).toMatchObject({ pending: false });
-      expect(after.body.error).toBeUndefined();
-      await expectStoredHistory(s.id, ndjson(await allEvents(stack.url, s.id)));
+      await expectFlushCatchesUp(stack.url, s.id);
     } finally {
       await stack.stop();
     }
@@ -125,10 +130,7 @@ describe("s3 (s3rver)", () => {
 
       // The store answers new connections again; the stalled ones stay open and silent.
       gate.stall(false);
-      const after = await call(stack.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN });
-      expect(after.body).toMatchObject({ pending: false });
-      expect(after.body.error).toBeUndefined();
-      await expectStoredHistory(s.id, ndjson(await allEvents(stack.url, s.id)));
+      await expectFlushCatchesUp(stack.url, s.id);
     } finally {
       await stack.stop();
       await gate.close();
