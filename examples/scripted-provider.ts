@@ -15,7 +15,8 @@
  *   [[tool NAME {JSON}]]    stream a call of tool NAME with those arguments (repeatable: parallel
  *                           calls; ids `call_<request>_<i>`; the JSON must not contain "]]")
  *   [[error STATUS msg]]    answer HTTP STATUS with an OpenAI-shaped error body (message defaults
- *                           per status, e.g. 401 → "Incorrect API key provided")
+ *                           per status, e.g. 401 → "Incorrect API key provided"); `{key}` in msg
+ *                           becomes the bearer the request carried (a provider quoting the key)
  *   [[hang]]                send the role chunk, then nothing until the client disconnects
  *   [[hold NAME]]           answer (whatever the answer is) only once `release(NAME)` was called:
  *                           a test holds a turn at the provider until it did what must come first
@@ -138,6 +139,7 @@ export async function startScriptedProvider(opts: { host?: string; port?: number
     const orphan = orphanedToolCall(body.messages);
     if (orphan) return sendError(res, 400, `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. Missing: ${orphan}`);
     const script = buildScript(body.messages);
+    if (script.error) script.error.message = script.error.message.replaceAll("{key}", (headers.authorization ?? "").replace(/^Bearer\s+/i, ""));
     if (script.hold !== undefined && !(await heldUntil(script.hold, res))) return; // the client left first
     await reply(res, body, script, n);
   }

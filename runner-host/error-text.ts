@@ -60,3 +60,20 @@ export function foreign(text: string, secrets: Iterable<string> = []): string {
 export function tenantMessage(message: string, secrets: Iterable<string> = []): string {
   return bounded(redact(message, secrets), TENANT_MESSAGE_BYTES);
 }
+
+/**
+ * `value` (any JSON) with every exact secret value in its strings replaced by `[redacted]`. For
+ * content that is not error text (a tool's result, a harness's native records): only the values we
+ * hold are removed, never the patterns `redact` also applies, which would change ordinary text.
+ */
+export function redactValues<T>(value: T, secrets: Iterable<string>): T {
+  const list = [...secrets].filter((s) => s.length >= 4);
+  if (list.length === 0 || !list.some((s) => JSON.stringify(value).includes(JSON.stringify(s).slice(1, -1)))) return value;
+  const walk = (v: unknown): unknown => {
+    if (typeof v === "string") return list.reduce((out, s) => out.split(s).join(REDACTED), v);
+    if (Array.isArray(v)) return v.map(walk);
+    if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [walk(k) as string, walk(x)]));
+    return v;
+  };
+  return walk(value) as T;
+}

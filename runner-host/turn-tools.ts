@@ -20,6 +20,7 @@ import { telemetry, traceparentOf, type TraceContext, type ToolSpan } from "./te
 import { executeHostTool } from "./tools/dispatch.ts";
 import { validateInput } from "./tools/json-schema.ts";
 import { errorResult } from "./tools/outcome.ts";
+import { redactValues } from "./error-text.ts";
 import type { HostTool } from "../src/shared/config-schema.ts";
 import type { ToolCallContext, ToolScope } from "./tools/types.ts";
 import { awaitRuntimeResult, type RuntimeDescriptor, type RuntimeReplies } from "./tools/runtime-tool.ts";
@@ -136,12 +137,15 @@ export class TurnTools {
       return this.#answer(c, errorResult(`tool "${c.name}" was not called: ${why}`, false), true);
     }
     let result: ToolResult;
+    // What the call authenticates with: a tool that echoes it back (a debug endpoint, an error
+    // quoting the request) must not put it in an event, the harness's context or the stored log.
+    const secrets = tool.token_env && this.#o.env[tool.token_env] ? [this.#o.env[tool.token_env]!] : [];
     try {
       const scope = await this.#scope(tool, c.id);
       const ctx: ToolCallContext = {
         traceparent: traceparentOf(c.span.context),
         signal: this.#o.signal,
-        onProgress: (data) => void this.#o.link.sendLive({ t: "progress", turn: this.#o.turn, call_id: c.id, data }),
+        onProgress: (data) => void this.#o.link.sendLive({ t: "progress", turn: this.#o.turn, call_id: c.id, data: redactValues(data, secrets) }),
       };
       // The session's override replaces the tool's token_env credential for this call only; it is
       // fetched now and dropped with the call.
@@ -149,9 +153,14 @@ export class TurnTools {
       if (credential !== undefined && typeof credential === "object" && "error" in credential) {
         result = errorResult(`tool "${c.name}" is missing its credential`, false);
       } else {
-        if (typeof credential === "string") ctx.bearer = credential;
-        else if (credential !== undefined) ctx.headers = credential.headers;
-        result = await executeHostTool(tool, { call_id: c.id, tool: c.name, arguments: args, scope }, ctx, this.#o.env);
+        if (typeof credential === "string") {
+          ctx.bearer = credential;
+          secrets.push(credential);
+        } else if (credential !== undefined) {
+          ctx.headers = credential.headers;
+          secrets.push(...Object.values(credential.headers));
+        }
+        result = redactValues(await executeHostTool(tool, { call_id: c.id, tool: c.name, arguments: args, scope }, ctx, this.#o.env), secrets);
       }
     } catch (err) {
       this.#o.log("error", "host tool call failed unexpectedly", { tool: c.name, error: (err as Error).message });

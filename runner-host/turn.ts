@@ -11,7 +11,7 @@
 import type { TurnEndEvent, SessionEvent } from "./harness/protocol.ts";
 import type { TurnSlot } from "./harness-pool.ts";
 import { DeltaBuffer } from "./delta-buffer.ts";
-import { foreign, tenantMessage } from "./error-text.ts";
+import { foreign, redactValues, tenantMessage } from "./error-text.ts";
 import type { SessionLink } from "./link.ts";
 import type { Logger } from "./log.ts";
 import { telemetry, type TurnSpan } from "./telemetry.ts";
@@ -182,11 +182,14 @@ export class Turn {
         }
         return;
       }
-      case "state.append":
+      case "state.append": {
         this.#deltas.flush();
-        this.#o.link.send({ t: "native", records: e.records });
-        telemetry().nativeAppended(e.records);
-        return this.#o.onNative(e.records);
+        // A provider's error the harness keeps in its history may quote the key (never at rest).
+        const records = redactValues(e.records, this.#o.secrets());
+        this.#o.link.send({ t: "native", records });
+        telemetry().nativeAppended(records);
+        return this.#o.onNative(records);
+      }
       case "tool.call":
         this.#deltas.flush();
         return this.#tools!.onCall(e.call);

@@ -2,9 +2,10 @@
  * Secrets never leak (spec "Operational behaviour", "Authentication" 9–10): a distinct secret is
  * planted in every place one can live — access tokens (manage, read-only, session-scoped), the
  * provider key, a tool's bearer token, private credential overrides (a bearer and a header value),
- * the credential key and the runner secret. After a run through every path, errors included, none
- * of them appears in any log line, response (headers and bodies), event, SSE frame, or any file the
- * stack wrote (the objects' SQLite databases and everything else under its directory).
+ * the credential key and the runner secret. After a run through every path, errors included (a
+ * provider whose error quotes the key, tools whose results quote the credentials they were called
+ * with), none of them appears in any log line, response (headers and bodies), event, SSE frame, or
+ * any file the stack wrote (the objects' SQLite databases and everything else under its directory).
  */
 import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -49,7 +50,9 @@ beforeAll(async () => {
     toolAuth.push(String(q.headers.authorization ?? ""));
     q.resume().on("end", () => {
       if (q.url === "/fail") return void res.writeHead(500).end("tool broke");
-      res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ content: [{ type: "text", text: "ok" }] }));
+      // A tool that echoes how it was called (a debug endpoint): its result quotes the credentials.
+      const saw = { authorization: q.headers.authorization ?? "", api_key: q.headers["x-api-key"] ?? "" };
+      res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ content: [{ type: "text", text: `ok, saw ${JSON.stringify(saw)}` }], structured_content: saw }));
     });
   });
   await new Promise<void>((r) => tool.listen(0, "127.0.0.1", r));
@@ -108,7 +111,8 @@ describe("secrets", () => {
     // A turn with a working and a failing tool call, then a provider failure and a resume.
     const m1 = await req("POST", `/sessions/${id}/events`, { token: MANAGE, body: { type: "user.message", text: `[[tool weather {"a":1}]] [[tool weather2 {}]] [[tool broken {}]]` } });
     await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === m1.body.id, 30_000);
-    await req("POST", `/sessions/${id}/events`, { token: MANAGE, body: { type: "user.message", text: "[[error 401 bad key]]" } });
+    // The provider quotes the key in its error, which the harness keeps in its native records too.
+    await req("POST", `/sessions/${id}/events`, { token: MANAGE, body: { type: "user.message", text: "[[error 401 bad key {key}]]" } });
     await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "interrupted", 30_000);
     await req("POST", `/sessions/${id}/resume`, { token: MANAGE });
     // A slow turn, a second message queued, a third refused (queue 1), then an interrupt.

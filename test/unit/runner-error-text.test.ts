@@ -4,7 +4,7 @@
  * (a process other sessions share) goes to logs only.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { bounded, foreign, FOREIGN_TEXT_BYTES, redact, TENANT_MESSAGE_BYTES } from "../../runner-host/error-text.ts";
+import { bounded, foreign, FOREIGN_TEXT_BYTES, redact, redactValues, TENANT_MESSAGE_BYTES } from "../../runner-host/error-text.ts";
 import { inlineHarness } from "./harness-helpers.ts";
 import { opened, Rig, turnEnd } from "./runner-setup.ts";
 
@@ -43,6 +43,19 @@ describe("redact, bounded, foreign", () => {
 
   it("removes exact values it is given", () => {
     expect(redact("your key abc-123-xyz was rejected", ["abc-123-xyz"])).toBe("your key [redacted] was rejected");
+  });
+
+  it("redactValues removes exact values from every string of a JSON value, and nothing else", () => {
+    const key = "k-0123456789";
+    const value = { role: "assistant", errorMessage: `401 for key ${key}`, content: [{ type: "text", text: "token: keep me" }], [key]: [key, 3, null] };
+    expect(redactValues(value, [key])).toEqual({
+      role: "assistant",
+      errorMessage: "401 for key [redacted]",
+      content: [{ type: "text", text: "token: keep me" }], // no pattern rules here: ordinary text stays
+      "[redacted]": ["[redacted]", 3, null],
+    });
+    // Nothing to remove: the value itself comes back, not a copy.
+    expect(redactValues(value, ["absent-value"])).toBe(value);
   });
 
   it("bounds by UTF-8 bytes on a character boundary", () => {
