@@ -10,10 +10,17 @@ import type { EncryptedCredential } from "./record.ts";
 import { fromBase64, toBase64 } from "../shared/base64.ts";
 import { aesKeyProblem } from "../shared/config-env.ts";
 
+/**
+ * What an HTTP header value may hold (tab, visible ASCII, space, Latin-1): a value outside it
+ * could never be sent, and a CR or LF would end the header.
+ */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
 /** docs/api.md: a string is a bearer token; `{"headers": {...}}` supplies request headers. */
 export function checkCredentialValue(alias: string, value: unknown): void {
   if (typeof value === "string") {
     if (value.length === 0) throw invalid(`credentials for "${alias}": value must not be empty`);
+    if (!HEADER_VALUE.test(value)) throw invalid(`credentials for "${alias}": value must be usable in an HTTP header (no control characters, nothing beyond Latin-1)`);
     return;
   }
   if (typeof value === "object" && value !== null && !Array.isArray(value)) {
@@ -22,7 +29,8 @@ export function checkCredentialValue(alias: string, value: unknown): void {
     if (keys.length === 1 && typeof headers === "object" && headers !== null && !Array.isArray(headers)) {
       const entries = Object.entries(headers);
       if (entries.length > 0 && entries.every(([k, v]) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(k) && typeof v === "string")) {
-        return;
+        if (entries.every(([, v]) => HEADER_VALUE.test(v as string))) return;
+        throw invalid(`credentials for "${alias}": header values must be usable in an HTTP header (no control characters, nothing beyond Latin-1)`);
       }
     }
   }

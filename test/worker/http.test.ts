@@ -256,6 +256,11 @@ describe("Create a session: credential overrides", () => {
       { headers: { "bad name": "x" } },
       { headers: { "X-Key": 1 } },
       { headers: { "X-Key": "x" }, extra: true },
+      // Not usable as an HTTP header value: refused now, not at the first call that needs it.
+      "line\nbreak",
+      "nul\u0000",
+      "beyond-latin1-\u20ac",
+      { headers: { "X-Key": "a\r\nX-Injected: 1" } },
     ];
     for (const value of bad) {
       const body = createBody({ config: { model: "openai/m", tools: [], bindings: [binding] }, credentials: [{ binding: "gh", value }] });
