@@ -65,15 +65,22 @@ export function tenantMessage(message: string, secrets: Iterable<string> = []): 
  * `value` (any JSON) with every exact secret value in its strings replaced by `[redacted]`. For
  * content that is not error text (a tool's result, a harness's native records): only the values we
  * hold are removed, never the patterns `redact` also applies, which would change ordinary text.
+ * Parts with nothing to remove are returned as they are (no copy, and no serialisation on the
+ * turn's path: native records are redacted on every `state.append`).
  */
 export function redactValues<T>(value: T, secrets: Iterable<string>): T {
   const list = [...secrets].filter((s) => s.length >= 4);
-  if (list.length === 0 || !list.some((s) => JSON.stringify(value).includes(JSON.stringify(s).slice(1, -1)))) return value;
+  if (list.length === 0) return value;
   const walk = (v: unknown): unknown => {
-    if (typeof v === "string") return list.reduce((out, s) => out.split(s).join(REDACTED), v);
-    if (Array.isArray(v)) return v.map(walk);
-    if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [walk(k) as string, walk(x)]));
-    return v;
+    if (typeof v === "string") return list.some((s) => v.includes(s)) ? list.reduce((out, s) => out.split(s).join(REDACTED), v) : v;
+    if (v === null || typeof v !== "object") return v;
+    if (Array.isArray(v)) {
+      const out = v.map(walk);
+      return out.some((x, i) => x !== v[i]) ? out : v;
+    }
+    const entries = Object.entries(v);
+    const out = entries.map(([k, x]) => [walk(k) as string, walk(x)] as const);
+    return out.some(([k, x], i) => k !== entries[i]![0] || x !== entries[i]![1]) ? Object.fromEntries(out) : v;
   };
   return walk(value) as T;
 }

@@ -19,8 +19,6 @@ import type { ExecutorInfo } from "../shared/executor-protocol.ts";
 import { conflict, notFound } from "../shared/errors.ts";
 import { hasSchema, migrate, type SqlStorage } from "../storage/migrate.ts";
 
-export type Storage = SqlStorage;
-
 export type ExecutorRow = {
   id: string;
   tenant: string;
@@ -43,13 +41,13 @@ export type PendingRow = {
 export type NewExecutor = { id: string; tenant: string; binding: string; tools: ExecutorInfo["tools"]; tokenDigest: string };
 
 export class ExecutorState {
-  readonly #s: Storage;
+  readonly #s: SqlStorage;
   readonly #migrations: readonly string[];
   /** Whether the tables exist: read once here, then kept, so no call queries `sqlite_master`. */
   #created: boolean;
 
   /** An existing executor's tables get any newer migration now; an unknown id's stay absent. */
-  constructor(storage: Storage, migrations: readonly string[]) {
+  constructor(storage: SqlStorage, migrations: readonly string[]) {
     this.#s = storage;
     this.#migrations = migrations;
     this.#created = hasSchema(storage);

@@ -121,7 +121,7 @@ export class SessionState {
     if (input.delivery !== undefined && input.delivery !== "queue") throw invalid(`delivery: must be "queue"`);
     if (input.text === undefined) throw invalid("text: required for user.message");
     if (byteLength(input.text) > limits.input_bytes) throw invalid(`text: longer than ${limits.input_bytes} bytes`);
-    const hash = inputHash(input.text);
+    const hash = input.key === undefined ? undefined : inputHash(input.text);
     if (input.key !== undefined) {
       const seen = this.#storage.sql
         .exec<{ input_hash: string; event_seq: number }>("SELECT input_hash, event_seq FROM idem_keys WHERE key = ?", input.key)
@@ -153,7 +153,7 @@ export class SessionState {
         now,
         traceparent ?? null,
       );
-      if (input.key !== undefined) this.rememberKey(input.key, input.text!, e.seq);
+      if (input.key !== undefined) this.#keepKey(input.key, hash!, e.seq);
       this.set({ updated_at: now, version: this.require().version + 1 });
       return e;
     });
@@ -231,7 +231,11 @@ export class SessionState {
    * the keys of the messages it holds.
    */
   rememberKey(key: string, text: string, eventSeq: number): void {
-    this.#storage.sql.exec("INSERT OR REPLACE INTO idem_keys (key, input_hash, event_seq) VALUES (?, ?, ?)", key, inputHash(text), eventSeq);
+    this.#keepKey(key, inputHash(text), eventSeq);
+  }
+
+  #keepKey(key: string, hash: string, eventSeq: number): void {
+    this.#storage.sql.exec("INSERT OR REPLACE INTO idem_keys (key, input_hash, event_seq) VALUES (?, ?, ?)", key, hash, eventSeq);
   }
 
   /** Records a status change (and its event) unless the status is already `to`. */

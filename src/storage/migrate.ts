@@ -1,11 +1,11 @@
+/** What migrations need of an object's storage. */
+export type SqlStorage = Pick<DurableObjectStorage, "sql" | "transactionSync">;
+
 /**
  * Numbered SQL migrations for object SQLite. Applied synchronously when an object wakes, each in
  * one transaction with its version row. DO SQLite refuses `PRAGMA user_version`, hence the table.
  * Append only: a migration's index + 1 is its version.
  */
-/** What migrations need of an object's storage. */
-export type SqlStorage = Pick<DurableObjectStorage, "sql" | "transactionSync">;
-
 export function migrate(storage: SqlStorage, migrations: readonly string[]): void {
   const sql = storage.sql;
   sql.exec("CREATE TABLE IF NOT EXISTS _migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)");

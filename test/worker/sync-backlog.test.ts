@@ -3,7 +3,9 @@
  * upload completes): the SyncBacklog's startup scan runs whenever the object starts, which is also
  * after workerd evicts it for being idle. A fresh object here stands for one just started.
  */
+import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import type { SyncBacklog } from "../../src/persistence/backlog-object.ts";
 import { newId } from "../../src/shared/ids.ts";
 import { env } from "./helpers.ts";
 
@@ -11,6 +13,20 @@ describe("SyncBacklog: the startup scan behind readiness", () => {
   it("with nothing queued, the first status of a just-started object is already scanned (an idle deployment's evicted object is never not ready)", async () => {
     const backlog = env.SYNC_BACKLOG.getByName(`test-${newId()}`);
     expect(await backlog.status()).toEqual({ pending: 0, scanned: true });
+  });
+
+  it("a scan that outlasts the probe's wait answers not scanned (readiness 503) until it ends", async () => {
+    const backlog = env.SYNC_BACKLOG.getByName(`test-${newId()}`);
+    expect(await backlog.enter(`s-${newId()}`, 10, false)).toBe(true);
+    await runInDurableObject(backlog, async (instance: SyncBacklog) => {
+      // The queued session does not answer its wake-up (a busy or unreachable object).
+      let answer!: () => void;
+      const held = new Promise<void>((resolve) => (answer = resolve));
+      (instance as unknown as { env: object }).env = { ...env, SESSIONS: { getByName: () => ({ syncKick: () => held }) } };
+      expect(await instance.status()).toEqual({ pending: 1, scanned: false });
+      answer();
+      expect(await instance.status()).toEqual({ pending: 1, scanned: true });
+    });
   });
 
   it("with sessions queued, the first status waits for the short scan, which wakes each of them", async () => {
