@@ -43,9 +43,22 @@ async function required(store: ObjectStore, key: string): Promise<string> {
 }
 
 /**
+ * Whether the downloaded history ends with the session closed: a close makes the session's last
+ * checkpoint (src/session/turns.ts `closeCheckpoint`), so its history holds the close.
+ */
+export function endsClosed(d: Download): boolean {
+  for (let i = d.lines.length - 1; i >= 0; i--) {
+    const e = JSON.parse(d.lines[i]!) as { type: string; data: { status?: unknown } };
+    if (e.type === "session.status") return e.data.status === "closed";
+  }
+  return false;
+}
+
+/**
  * Replaces history, native state and checkpoints with the download. `load` also writes the session
- * row from the manifest; `restore` keeps the row, moves to a new log epoch (cursors past the cut
- * stop working) and leaves the session `idle`. Returns the keys that only the cut-off tail used.
+ * row from the manifest, `idle` (`closed` when the history ends closed); `restore` keeps the row,
+ * moves to a new log epoch (cursors past the cut stop working) and leaves the session `idle`.
+ * Returns the keys that only the cut-off tail used.
  */
 export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download, mode: "load" | "restore", now: string): string[] {
   const sql = s.storage.sql;
@@ -71,11 +84,12 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
       const x = m.session;
       sql.exec(
         `INSERT INTO session (id, tenant, harness, config, status, created_at, updated_at, descriptors, credential_bindings, cursor_key, epoch, bindings)
-         VALUES (?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?)`,
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         x.id,
         x.tenant,
         x.harness,
         JSON.stringify(x.config),
+        endsClosed(d) ? "closed" : "idle",
         x.created_at,
         x.updated_at,
         JSON.stringify(x.descriptors),

@@ -19,7 +19,7 @@ import { conflict, notFound, overloaded, ServiceError, unsupported } from "../sh
 import { sessionObjectName } from "../session/object-name.ts";
 import type { SessionState } from "../session/session-state.ts";
 import { BACKLOG_NAME } from "./backlog-object.ts";
-import { apply, download } from "./importer.ts";
+import { apply, download, endsClosed } from "./importer.ts";
 import { Layout } from "./layout.ts";
 import { parseManifest } from "./manifest.ts";
 import { openStore } from "./open-store.ts";
@@ -240,6 +240,8 @@ export class SessionSync {
     if (!bytes) throw notFound(`checkpoint ${checkpoint} is not in storage`);
     const m = parseManifest(bytes);
     const d = await download(c.store, m);
+    // Only another deployment could have closed it; close is permanent there too.
+    if (endsClosed(d)) throw conflict(`checkpoint ${checkpoint} is the close of the session`);
     // No upload round may interleave with the replacement.
     const run = this.#running.then(() => {
       settled(this.#state);

@@ -192,7 +192,10 @@ export class SessionObject extends DurableObject<Env> {
     return this.#commit(true, () =>
       this.#state.storage.transactionSync(() => {
         const change = this.#state.close(now());
-        if (change.events.length > 0) this.#link.release("session closed");
+        if (change.events.length > 0) {
+          this.#link.release("session closed");
+          this.#turns.closeCheckpoint(now());
+        }
         return change;
       }),
     );

@@ -171,11 +171,20 @@ export class Turns {
     return this.#s.endWork(now, to, { running: error, queued: `the turn before it ended with ${error.code}` });
   }
 
+  /**
+   * The close's checkpoint, the session's last: the history through the close, so storage keeps the
+   * close and a session loaded from it comes back `closed`; the native state of the last completed
+   * turn (a closed session never runs again).
+   */
+  closeCheckpoint(now: string): void {
+    const last = this.#sql.exec<{ native_seq: number }>("SELECT native_seq FROM checkpoints ORDER BY event_offset DESC LIMIT 1").toArray()[0];
+    this.#checkpoint(now, last?.native_seq ?? 0);
+  }
+
   /** A checkpoint at a completed turn: the history offset and the native state up to now. */
-  #checkpoint(now: string): void {
+  #checkpoint(now: string, nativeSeq = this.#sql.exec<{ s: number | null }>("SELECT MAX(seq) AS s FROM native").one().s ?? 0): void {
     const id = newId();
     const row = this.#s.require();
-    const nativeSeq = this.#sql.exec<{ s: number | null }>("SELECT MAX(seq) AS s FROM native").one().s ?? 0;
     this.#sql.exec(
       "INSERT INTO checkpoints (id, event_offset, native_seq, time) VALUES (?, ?, ?, ?)",
       id,

@@ -207,4 +207,55 @@ describe("persistence (filesystem)", () => {
       await fresh.stop();
     }
   });
+
+  it("a closed session loads closed: storage holds its close, and close stays permanent on another deployment", async () => {
+    const s = await createSession(stack.url);
+    const first = await turn(stack.url, s, "before the close");
+    // Closed mid-turn with a message queued behind the running one.
+    const hung = await post(`/sessions/${s.id}/events`, { type: "user.message", text: "[[hang]]" });
+    await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "running" && f.json.input_id === hung.body.id);
+    expect((await post(`/sessions/${s.id}/events`, { type: "user.message", text: "queued" })).status).toBe(202);
+    expect((await post(`/sessions/${s.id}/close`)).body).toEqual({ status: "closed" });
+    // A session closed before its first turn is stored closed as well.
+    const early = await createSession(stack.url);
+    expect((await post(`/sessions/${early.id}/close`)).status).toBe(202);
+    const cp = (await get(`/sessions/${s.id}`)).body.checkpoint;
+    expect(cp.offset).toBeGreaterThan(first.offset);
+    for (const x of [s, early]) expect((await post(`/sessions/${x.id}/flush`)).body).toMatchObject({ pending: false });
+    const sync = (await get(`/sessions/${s.id}/sync`)).body;
+    expect(sync).toMatchObject({ checkpoint: cp.id, resume_offset: sync.history_bytes });
+    const events = await allEvents(stack.url, s.id);
+    expect(events.at(-1)).toMatchObject({ type: "session.status", data: { status: "closed" } });
+    const earlyEvents = await allEvents(stack.url, early.id);
+    // Open here, and about to be closed on the other deployment.
+    const other = await createSession(stack.url);
+    await turn(stack.url, other, "still open here");
+    expect((await post(`/sessions/${other.id}/flush`)).body).toMatchObject({ pending: false });
+    for (const x of [s, early, other]) x.sse.close();
+
+    const fresh = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
+    try {
+      const got = await call(fresh.url, "GET", `/sessions/${s.id}`, { token: TOKEN });
+      expect(got.body).toMatchObject({ id: s.id, status: "closed", checkpoint: cp });
+      expect(await allEvents(fresh.url, s.id)).toEqual(events);
+      expect((await call(fresh.url, "GET", `/sessions/${early.id}`, { token: TOKEN })).body.status).toBe("closed");
+      expect(await allEvents(fresh.url, early.id)).toEqual(earlyEvents);
+      const send = (id: string) => call(fresh.url, "POST", `/sessions/${id}/events`, { token: TOKEN, body: { type: "user.message", text: "again" } });
+      for (const id of [s.id, early.id]) expectApiError(await send(id), 409, "conflict");
+      expectApiError(await call(fresh.url, "POST", `/sessions/${s.id}/resume`, { token: TOKEN, body: {} }), 409, "conflict");
+      expectApiError(await call(fresh.url, "POST", `/sessions/${s.id}/restore`, { token: TOKEN, body: { checkpoint: first.id } }), 409, "conflict");
+      const list = await call(fresh.url, "GET", "/sessions", { token: TOKEN });
+      expect(list.body.sessions.find((x: { id: string }) => x.id === s.id)?.status).toBe("closed");
+      expect(await allEvents(fresh.url, s.id)).toEqual(events);
+
+      expect((await call(fresh.url, "POST", `/sessions/${other.id}/close`, { token: TOKEN })).status).toBe(202);
+      const closedThere = (await call(fresh.url, "POST", `/sessions/${other.id}/flush`, { token: TOKEN })).body;
+      expect(closedThere.pending).toBe(false);
+      // Restoring the close of another deployment would bring a closed history back as idle.
+      expectApiError(await post(`/sessions/${other.id}/restore`, { checkpoint: closedThere.checkpoint }), 409, "conflict");
+      expect((await get(`/sessions/${other.id}`)).body.status).toBe("idle");
+    } finally {
+      await fresh.stop();
+    }
+  });
 });
