@@ -139,9 +139,11 @@ export class SessionState {
     if (waiting >= limits.queue) throw overloaded(`the session queue is full (${limits.queue} inputs)`);
     const data: Record<string, unknown> = { type: "user.message", text: input.text, delivery: "queue" };
     if (input.key !== undefined) data.key = input.key;
-    // "Near the limit": the message plus one maximal record, so the turn it starts can still
-    // record its terminal events.
-    const need = byteLength(JSON.stringify(data)) + 256 + MAX_RECORD_BYTES;
+    // "Near the limit": the message, what it and every input before it that has not finished will
+    // add when it runs (the harness records each prompt in its native state: about its text again),
+    // plus one maximal record, so the turn it starts can still record its terminal events.
+    const unfinished = this.#storage.sql.exec<{ b: number }>("SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) AS b FROM inputs").one().b;
+    const need = byteLength(JSON.stringify(data)) + 256 + byteLength(input.text) + unfinished + MAX_RECORD_BYTES;
     if (this.storedBytes() + need > limits.session_bytes) throw overloaded("the session's event log and native state are full");
     const logged = this.#storage.transactionSync(() => {
       const e = this.append({ type: "user.message", data }, now);
