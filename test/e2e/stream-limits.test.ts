@@ -58,6 +58,10 @@ describe("limits.subscribers (8) across the deployment, two tenants (share: 6 ea
     const bFull = await stream(await newSession(env.B), env.B);
     expect(bFull.status).toBe(429);
     expect(bFull.body.error.code).toBe("overloaded");
+    // The limit is checked once the session is found and before the cursor is.
+    expect((await stream("0".repeat(32), env.B)).status).toBe(404);
+    const junk = await call(stack.url, "GET", `/sessions/${open[0]!.id}/events?after=junk`, { token: env.A, headers: { Accept: "text/event-stream" } });
+    expect(junk.status).toBe(429);
     // Closing a session ends its stream and frees the slot: the next stream opens (here b's), and
     // the deployment is full again.
     const first = open.shift()!;
