@@ -6,7 +6,8 @@
  * the executor's progress is published live, its result goes down the runner link as `tool_reply`
  * → the runner-host validates it and answers with `tool_result`, which records `tool.result`. When
  * a call's `tool.result` is recorded any other way (interrupt, close, runner-host lost, timeout),
- * the executor is told to cancel it and a late reply is refused.
+ * the executor is told to cancel it and a late reply is refused; a reply accepted before that
+ * (kept in `runtime_calls.result`) is what work's end records instead of an unknown outcome.
  *
  * Storage: `runtime_calls` (call id, executor, whether a result was passed on); the bindings in
  * `session.bindings`. Credential overrides are decrypted here only when a call needs one — for an
@@ -108,7 +109,8 @@ export class RuntimeCalls {
     return this.#s.storage.transactionSync(() => {
       const rc = this.#open(callId);
       if (!rc || rc.replied) return { ok: false, error: conflict("the call is not waiting for a result").toBody() };
-      this.#sql.exec("UPDATE runtime_calls SET replied = 1 WHERE call_id = ?", callId);
+      // Kept: if work ends before the runner-host records it, this is still the call's result.
+      this.#sql.exec("UPDATE runtime_calls SET replied = 1, result = ? WHERE call_id = ?", JSON.stringify(result), callId);
       this.#link.push({ t: "tool_reply", call_id: callId, result });
       return { ok: true, value: undefined };
     });

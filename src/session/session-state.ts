@@ -204,11 +204,12 @@ export class SessionState {
       const sql = this.#storage.sql;
       const calls = sql.exec<{ call_id: string; input_id: string; dispatched: number }>("SELECT * FROM open_calls").toArray();
       for (const c of calls) {
-        const result: Record<string, unknown> = {
-          content: [{ type: "text", text: `the tool call was stopped: ${why.running?.message ?? why.queued}` }],
-          is_error: true,
-        };
-        if (c.dispatched) result.unknown_outcome = true;
+        // An executor's result accepted before the stop (migrations/session/0006) is the outcome.
+        const accepted = sql.exec<{ result: string | null }>("SELECT result FROM runtime_calls WHERE call_id = ?", c.call_id).toArray()[0]?.result;
+        const result: Record<string, unknown> = accepted
+          ? JSON.parse(accepted)
+          : { content: [{ type: "text", text: `the tool call was stopped: ${why.running?.message ?? why.queued}` }], is_error: true };
+        if (c.dispatched && !accepted) result.unknown_outcome = true;
         events.push(this.append({ type: "tool.result", data: { call_id: c.call_id, result }, input_id: c.input_id }, now));
         sql.exec("INSERT OR IGNORE INTO ended_calls (call_id) VALUES (?)", c.call_id);
       }

@@ -1,0 +1,48 @@
+/**
+ * docs/api.md "Runtime calls": an executor's reply that was answered `200` is the call's result,
+ * also when the turn is stopped (interrupt, close, shutdown, a lost runner-host) before the
+ * runner-host records it; a call with no accepted reply ends with `unknown_outcome`, and a reply
+ * after the stop is refused.
+ */
+import { runInDurableObject } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { parseHostConfig } from "../../src/shared/config-schema.ts";
+import { newId } from "../../src/shared/ids.ts";
+import { RunnerLink } from "../../src/session/runner-link.ts";
+import { RuntimeCalls } from "../../src/session/runtime-calls.ts";
+import { SessionState } from "../../src/session/session-state.ts";
+import { Turns } from "../../src/session/turns.ts";
+import { env, freshSession, ok } from "./helpers.ts";
+
+const parsed = parseHostConfig({ tokens: [{ token_env: "T", tenant: "acme" }], harnesses: { pi: { command: ["node"] } } });
+if (!parsed.ok) throw new Error(parsed.problems.join("; "));
+const limits = parsed.config.limits;
+const NOW = "2026-01-01T00:00:00.000Z";
+
+describe("an executor's accepted reply and a stop that overtakes it", () => {
+  it("the accepted result is the call's tool.result; a call without one ends with unknown_outcome; a later reply is refused", async () => {
+    const { n, stub } = freshSession();
+    ok(await stub.create(n));
+    await runInDurableObject(stub, (_, state) => {
+      const s = new SessionState(state.storage);
+      const turns = new Turns(s);
+      const runtime = new RuntimeCalls(s, new RunnerLink(state, s), env);
+      s.send({ type: "user.message", text: "two jobs" }, limits, NOW);
+      const turn = turns.start(NOW)!.input.event_id;
+      const [answered, pending] = [newId(), newId()];
+      [answered, pending].forEach((id, i) => {
+        turns.apply({ t: "tool_call", seq: i + 1, turn, call: { id, name: "job", arguments: {} }, dispatched: true }, NOW, limits.session_bytes);
+        state.storage.sql.exec("INSERT INTO runtime_calls (call_id, executor) VALUES (?, ?)", id, newId());
+      });
+      const result = { content: [{ type: "text" as const, text: "done" }] };
+      // The executor's reply is accepted and on its way down the runner link when the interrupt lands.
+      expect(runtime.reply(answered, result)).toEqual({ ok: true, value: undefined });
+      const events = s.endWork(NOW, "interrupted", { running: { code: "conflict", message: "interrupted" }, queued: "interrupted" });
+      const recorded = Object.fromEntries(events.filter((e) => e.event.type === "tool.result").map((e) => [e.event.data.call_id, e.event.data.result]));
+      expect(recorded[answered]).toEqual(result);
+      expect(recorded[pending]).toMatchObject({ is_error: true, unknown_outcome: true });
+      expect(runtime.reply(pending, result).ok).toBe(false);
+      expect(runtime.reply(answered, result).ok).toBe(false);
+    });
+  });
+});
