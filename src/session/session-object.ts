@@ -85,6 +85,20 @@ export class SessionObject extends DurableObject<Env> {
     this.#link = new RunnerLink(ctx, this.#state);
     this.#runtime = new RuntimeCalls(this.#state, this.#link, env);
     this.#sync = new SessionSync({ env, state: this.#state, arm: (at) => this.#armAlarm(at), keepAlive: (p) => ctx.waitUntil(p) });
+    void ctx.blockConcurrencyWhile(() => this.#noticeLostLink());
+  }
+
+  /**
+   * A new instance whose runner link was up has no socket: the process that held it stopped (a
+   * crash, a restart longer than the runner-host waits), and `webSocketClose` never ran. The link
+   * gets the grace period a dropped socket gets; a runner-host that dials back in time keeps it.
+   * A link still `requested` has not been dialled yet, which is not a loss.
+   */
+  async #noticeLostLink(): Promise<void> {
+    const row = this.#state.row();
+    if (!row || (row.link_state !== "opening" && row.link_state !== "open") || row.link_lost_at || this.#link.socket()) return;
+    this.#state.set({ link_lost_at: Date.now() });
+    await this.#armAlarm(Date.now() + LINK_GRACE_MS);
   }
 
   /** `region`: the home region the Worker chose (the object was created near it). */
