@@ -56,7 +56,8 @@ export function endsClosed(d: Download): boolean {
 
 /**
  * Replaces history, native state and checkpoints with the download. `load` also writes the session
- * row from the manifest, `idle` (`closed` when the history ends closed); `restore` keeps the row,
+ * row from the manifest, `idle` (`closed` when the history ends closed), in a new log epoch (the
+ * history past the checkpoint is gone, as after a restore); `restore` keeps the row,
  * moves to a new log epoch (cursors past the cut stop working) and leaves the session `idle`.
  * Returns the keys that only the cut-off tail used.
  */
@@ -95,10 +96,14 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
         JSON.stringify(x.descriptors),
         x.credential_bindings ? JSON.stringify(x.credential_bindings) : null,
         m.cursor_key,
-        m.epoch,
+        // A new epoch, cut where the stored history ends: cursors the client holds up to there keep
+        // working, and those of a tail that never reached storage give 409 instead of naming the
+        // new events that will take their positions.
+        m.epoch + 1,
         JSON.stringify(x.bindings ?? []),
       );
       for (const c of m.epoch_cuts) sql.exec("INSERT INTO epoch_cuts (epoch, last_seq) VALUES (?, ?)", c.epoch, c.last_seq);
+      sql.exec("INSERT INTO epoch_cuts (epoch, last_seq) VALUES (?, ?)", m.epoch, d.lines.length);
       for (const c of m.credentials) sql.exec("INSERT INTO credentials (alias, key_id, iv, ciphertext) VALUES (?, ?, ?, ?)", c.alias, c.key_id, c.iv, c.ciphertext);
     }
     for (const t of ["events", "event_chunks", "native", "checkpoints", "inputs", "open_calls", "runtime_calls", "sync_blocks", "idem_keys"]) sql.exec(`DELETE FROM ${t}`);

@@ -278,12 +278,12 @@ export class SessionState {
       throw cursorUnavailable("cursor is not a position in this session's event log");
     }
     if (pos.epoch < r.epoch) {
-      // A restore cut the log since this cursor was issued: positions up to the cut are the same
-      // events; past it they were lost (spec "Cursors").
+      // A restore (or a load from storage) cut the log since this cursor was issued: positions up
+      // to the cut are the same events; past it they were lost (spec "Cursors").
       const cut = this.#storage.sql
         .exec<{ s: number | null }>("SELECT MIN(last_seq) AS s FROM epoch_cuts WHERE epoch >= ?", pos.epoch)
         .one().s;
-      if (cut === null || pos.seq > cut) throw cursorUnavailable("cursor points into history lost in a restore");
+      if (cut === null || pos.seq > cut) throw cursorUnavailable("cursor points into history lost in a restore or a load from storage");
     }
     return pos.seq;
   }

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call, expectApiError } from "../helpers/api.ts";
 import { openSse } from "../helpers/sse.ts";
-import { allEvents, baseEnv, createSession, expectBlocks, ndjson, readTree, stackConfig, TOKEN, turn } from "../helpers/persistence.ts";
+import { allEvents, baseEnv, createSession, expectBlocks, ndjson, readTree, stackConfig, TOKEN, turn, uncursored } from "../helpers/persistence.ts";
 import { startStack, type Stack } from "../helpers/stack.ts";
 
 let provider: ScriptedProvider;
@@ -183,7 +183,7 @@ describe("persistence (filesystem)", () => {
       expect(got.status).toBe(200);
       expect(got.body).toMatchObject({ id: s.id, status: "idle", checkpoint: cp });
       const loaded = await allEvents(fresh.url, s.id);
-      expect(loaded).toEqual(events);
+      expect(uncursored(loaded)).toEqual(uncursored(events));
       const list = await call(fresh.url, "GET", "/sessions", { token: TOKEN });
       expect(list.body.sessions.map((x: { id: string }) => x.id)).toContain(s.id);
       // The loaded session knows the key: the same message returns the original event and queues
@@ -192,7 +192,7 @@ describe("persistence (filesystem)", () => {
       expect(again.status).toBe(202);
       expect(again.body.id).toBe(beta.body.id);
       expectApiError(await call(fresh.url, "POST", `/sessions/${s.id}/events`, { token: TOKEN, body: { ...keyed, text: "other" } }), 409, "conflict");
-      expect(await allEvents(fresh.url, s.id)).toEqual(events);
+      expect(uncursored(await allEvents(fresh.url, s.id))).toEqual(uncursored(events));
       const sse = await openSse(`${fresh.url}/sessions/${s.id}/events`, { token: TOKEN, lastEventId: events.at(-1)!.cursor });
       await turn(fresh.url, { id: s.id, sse }, "what did I say?");
       sse.close();
@@ -203,6 +203,37 @@ describe("persistence (filesystem)", () => {
         "assistant:echo: remember beta",
         "user:what did I say?",
       ]);
+    } finally {
+      await fresh.stop();
+    }
+  });
+
+  it("after a load, cursors into history that storage does not have give 409, also once new events take their positions", async () => {
+    const s = await createSession(stack.url);
+    await turn(stack.url, s, "kept");
+    const kept = await allEvents(stack.url, s.id);
+    // A turn that never completes: its events come after the last checkpoint, so a load drops them.
+    const hung = await post(`/sessions/${s.id}/events`, { type: "user.message", text: "[[hang]]" });
+    await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "running");
+    await post(`/sessions/${s.id}/events`, { type: "user.interrupt" });
+    await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "interrupted");
+    expect((await post(`/sessions/${s.id}/flush`)).body.pending).toBe(false);
+    const lost = (await allEvents(stack.url, s.id)).slice(kept.length);
+    expect(lost[0]).toMatchObject({ id: hung.body.id });
+    s.sse.close();
+
+    const fresh = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
+    try {
+      const live = await openSse(`${fresh.url}/sessions/${s.id}/events`, { token: TOKEN, lastEventId: kept.at(-1)!.cursor });
+      await turn(fresh.url, { id: s.id, sse: live }, "after the load");
+      live.close();
+      const now = await allEvents(fresh.url, s.id);
+      expect(now.length).toBeGreaterThanOrEqual(lost.length);
+      for (const e of lost) expectApiError(await call(fresh.url, "GET", `/sessions/${s.id}/events?after=${e.cursor}`, { token: TOKEN }), 409, "cursor_unavailable");
+      // A cursor of the stored history still reads on, into the events made after the load.
+      const page = await call(fresh.url, "GET", `/sessions/${s.id}/events?after=${kept.at(-1)!.cursor}`, { token: TOKEN });
+      expect(page.body.events.map((e: { id: string }) => e.id)).toEqual(now.slice(kept.length).map((e) => e.id));
+      expect(page.body.events[0]).toMatchObject({ type: "user.message", data: { text: "after the load" } });
     } finally {
       await fresh.stop();
     }
@@ -237,16 +268,16 @@ describe("persistence (filesystem)", () => {
     try {
       const got = await call(fresh.url, "GET", `/sessions/${s.id}`, { token: TOKEN });
       expect(got.body).toMatchObject({ id: s.id, status: "closed", checkpoint: cp });
-      expect(await allEvents(fresh.url, s.id)).toEqual(events);
+      expect(uncursored(await allEvents(fresh.url, s.id))).toEqual(uncursored(events));
       expect((await call(fresh.url, "GET", `/sessions/${early.id}`, { token: TOKEN })).body.status).toBe("closed");
-      expect(await allEvents(fresh.url, early.id)).toEqual(earlyEvents);
+      expect(uncursored(await allEvents(fresh.url, early.id))).toEqual(uncursored(earlyEvents));
       const send = (id: string) => call(fresh.url, "POST", `/sessions/${id}/events`, { token: TOKEN, body: { type: "user.message", text: "again" } });
       for (const id of [s.id, early.id]) expectApiError(await send(id), 409, "conflict");
       expectApiError(await call(fresh.url, "POST", `/sessions/${s.id}/resume`, { token: TOKEN, body: {} }), 409, "conflict");
       expectApiError(await call(fresh.url, "POST", `/sessions/${s.id}/restore`, { token: TOKEN, body: { checkpoint: first.id } }), 409, "conflict");
       const list = await call(fresh.url, "GET", "/sessions", { token: TOKEN });
       expect(list.body.sessions.find((x: { id: string }) => x.id === s.id)?.status).toBe("closed");
-      expect(await allEvents(fresh.url, s.id)).toEqual(events);
+      expect(uncursored(await allEvents(fresh.url, s.id))).toEqual(uncursored(events));
 
       expect((await call(fresh.url, "POST", `/sessions/${other.id}/close`, { token: TOKEN })).status).toBe(202);
       const closedThere = (await call(fresh.url, "POST", `/sessions/${other.id}/flush`, { token: TOKEN })).body;

@@ -49,6 +49,14 @@ export async function allEvents(url: string, id: string): Promise<{ id: string; 
   }
 }
 
+/**
+ * Events without their cursors: a session loaded from storage continues in a new log epoch, so
+ * its events carry new cursors (the old ones keep working up to the stored history's end).
+ */
+export function uncursored(events: { cursor?: string }[]): unknown[] {
+  return events.map(({ cursor: _c, ...e }) => e);
+}
+
 /** The NDJSON history as the service defines it: one line per retained event, without cursor. */
 export function ndjson(events: Record<string, unknown>[]): string {
   return events.map(({ cursor: _c, ...e }) => `${JSON.stringify(e)}\n`).join("");
