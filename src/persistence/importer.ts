@@ -59,13 +59,14 @@ export function endsClosed(d: Download): boolean {
  * row from the manifest, `idle` (`closed` when the history ends closed), in a new log epoch (the
  * history past the checkpoint is gone, as after a restore); `restore` keeps the row,
  * moves to a new log epoch (cursors past the cut stop working) and leaves the session `idle`.
- * Returns the keys that only the cut-off tail used.
+ * The keys that only the cut-off tail used are recorded in `sync_orphans`, for the uploader to
+ * delete once latest.json no longer names them.
  */
-export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download, mode: "load" | "restore", now: string): string[] {
+export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download, mode: "load" | "restore", now: string): void {
   const sql = s.storage.sql;
   const offset = m.checkpoint?.offset ?? 0;
   const kept = keptBlocks(m.history, offset);
-  return s.storage.transactionSync(() => {
+  s.storage.transactionSync(() => {
     const orphans: string[] = [];
     if (mode === "restore") {
       const r = s.require();
@@ -141,7 +142,7 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
       published ? JSON.stringify(published) : null,
       mode === "restore" ? 1 : 0,
     );
-    return orphans;
+    for (const key of orphans) sql.exec("INSERT OR IGNORE INTO sync_orphans (key) VALUES (?)", key);
   });
 }
 

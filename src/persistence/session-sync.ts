@@ -236,7 +236,9 @@ export class SessionSync {
   async restore(checkpoint: string, release: () => void): Promise<void> {
     const c = await this.#require();
     settled(this.#state);
-    const bytes = await c.store.get(c.layout.checkpoint(checkpoint));
+    const key = c.layout.checkpoint(checkpoint);
+    const doomed = this.#state.storage.sql.exec("SELECT 1 FROM sync_orphans WHERE key = ?", key).toArray().length > 0;
+    const bytes = doomed ? null : await c.store.get(key);
     if (!bytes) throw notFound(`checkpoint ${checkpoint} is not in storage`);
     const m = parseManifest(bytes);
     const d = await download(c.store, m);
@@ -245,18 +247,16 @@ export class SessionSync {
     // No upload round may interleave with the replacement.
     const run = this.#running.then(() => {
       settled(this.#state);
-      return this.#state.storage.transactionSync(() => {
-        const orphans = apply(this.#state, c.layout, m, d, "restore", new Date().toISOString());
+      this.#state.storage.transactionSync(() => {
+        apply(this.#state, c.layout, m, d, "restore", new Date().toISOString());
         release();
-        return orphans;
       });
     });
     this.#running = run.catch(() => undefined);
-    const orphans = await run;
-    for (const key of orphans) {
-      await c.store.delete(key).catch((e) => log("warn", "could not delete a cut-off object", { error: String(e) }));
-    }
+    await run;
     await this.changed();
+    // Repoints latest.json at once (then the cut-off objects go); a failure is retried as usual.
+    await this.#round(c);
   }
 
   /** Load (spec "Get a session"): the session from its `latest.json`; false when storage lacks it. */

@@ -1,6 +1,6 @@
 /**
  * One upload round of one session: history blocks, then each completed checkpoint's native records
- * and manifest, then the `latest.json` pointer. Plain module over the object's SQLite and an
+ * and manifest, then the `latest.json` pointer, then the objects a restore cut off. Plain module over the object's SQLite and an
  * ObjectStore, so it runs (and is tested) the same with every provider.
  *
  * Storage layout / lifecycle (migrations/session/0005_sync.sql): every put is recorded in SQLite
@@ -42,6 +42,7 @@ export function behind(s: SessionState): boolean {
   const sql = s.storage.sql;
   const r = sql.exec<SyncRow>("SELECT * FROM sync").toArray()[0];
   if (!r || r.inflight || r.latest_stale || r.uploaded_offset < s.require().log_bytes) return true;
+  if (sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM sync_orphans").one().n > 0) return true;
   return sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM checkpoints WHERE published = 0").one().n > 0;
 }
 
@@ -106,7 +107,16 @@ export class Uploader {
       await this.#store.put(this.#layout.latest(), encoder.encode(JSON.stringify(this.manifest(this.#latestPublished()))), JSON_TYPE);
       this.#sql.exec("UPDATE sync SET latest_stale = 0");
     }
+    if (!this.row().latest_stale) await this.#deleteOrphans();
     return this.done();
+  }
+
+  /** What a restore cut off, now that latest.json names none of it (a failed delete is retried). */
+  async #deleteOrphans(): Promise<void> {
+    for (const { key } of this.#sql.exec<{ key: string }>("SELECT key FROM sync_orphans").toArray()) {
+      await this.#store.delete(key);
+      this.#sql.exec("DELETE FROM sync_orphans WHERE key = ?", key);
+    }
   }
 
   /** Nothing local is missing from storage. */

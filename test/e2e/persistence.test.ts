@@ -116,6 +116,20 @@ describe("persistence (filesystem)", () => {
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ id: s.id, status: "idle", checkpoint: c1 });
     expect((await allEvents(stack.url, s.id)).map((e) => e.id)).toEqual(kept.map((e) => e.id));
+    // Before the restore answers, latest.json names the restored checkpoint, and only then are the
+    // cut-off objects gone: a deployment that loads the session now (say, after this one lost its
+    // disk) gets the restored state, not a manifest naming deleted blocks.
+    expect(JSON.parse(sessionObjects(s.id).get("latest.json")!.toString()).checkpoint.id).toBe(c1.id);
+    expect([...sessionObjects(s.id).keys()].filter((k) => k.startsWith("checkpoints/"))).toEqual([`checkpoints/${c1.id}.json`]);
+    expect((await get(`/sessions/${s.id}/sync`)).body).toMatchObject({ pending: false, checkpoint: c1.id });
+    const elsewhere = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
+    try {
+      const loaded = await call(elsewhere.url, "GET", `/sessions/${s.id}`, { token: TOKEN });
+      expect(loaded.body).toMatchObject({ status: "idle", checkpoint: c1 });
+      expect((await allEvents(elsewhere.url, s.id)).map((e) => e.id)).toEqual(kept.map((e) => e.id));
+    } finally {
+      await elsewhere.stop();
+    }
     expectApiError(await get(`/sessions/${s.id}/events?after=${encodeURIComponent(lost.at(-1)!.cursor)}`), 409, "cursor_unavailable");
     const fromKept = await get(`/sessions/${s.id}/events?after=${encodeURIComponent(kept.at(-1)!.cursor)}`);
     expect(fromKept.status).toBe(200);
