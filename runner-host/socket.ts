@@ -4,12 +4,8 @@
  * (a half-open TCP connection never reports `close` by itself).
  */
 import WebSocket from "ws";
-import { PING, PONG } from "../src/shared/runner-protocol.ts";
+import { PING, PING_MS, PONG, SILENT_AFTER_MS } from "../src/shared/runner-protocol.ts";
 
-/** Keepalive interval, ms: well inside proxies' idle cut-offs (about 100 s at the edge). */
-export const PING_MS = 20_000;
-/** A socket that received nothing (not even a pong) for this long is dead, ms: two pings lost. */
-const DEAD_AFTER_MS = 2 * PING_MS + 5_000;
 /** Reconnect backoff bounds, ms: fast enough to ride out a deploy, slow enough not to hammer. */
 export const BACKOFF_MIN_MS = 100;
 export const BACKOFF_MAX_MS = 5_000;
@@ -91,7 +87,7 @@ export class Backoff {
 }
 
 /**
- * Pings every `PING_MS` and terminates the socket when nothing arrived for `DEAD_AFTER_MS`.
+ * Pings every `PING_MS` and terminates the socket when nothing arrived for `SILENT_AFTER_MS`.
  * Returns a function that stops it (call it on close). Pongs are swallowed by the caller.
  */
 export function keepAlive(ws: WebSocket): () => void {
@@ -99,7 +95,7 @@ export function keepAlive(ws: WebSocket): () => void {
   const seen = () => (lastSeen = Date.now());
   ws.on("message", seen);
   const timer = setInterval(() => {
-    if (Date.now() - lastSeen > DEAD_AFTER_MS) return ws.terminate();
+    if (Date.now() - lastSeen > SILENT_AFTER_MS) return ws.terminate();
     if (ws.readyState === WebSocket.OPEN) ws.send(PING);
   }, PING_MS);
   timer.unref();

@@ -8,14 +8,15 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
-import { ControlUpSchema, PING, PONG, type Capacity, type ControlDown } from "../shared/runner-protocol.ts";
+import { ControlUpSchema, PING, PONG, SILENCE_CHECK_MS, SILENT_AFTER_MS, type Capacity, type ControlDown } from "../shared/runner-protocol.ts";
 import { log } from "../log.ts";
 import { migrate } from "../storage/migrate.ts";
 import m0001 from "../../migrations/runner_pool/0001_init.sql";
 
 const MIGRATIONS = [m0001];
 
-type Host = { runnerId: string; boot: string; harnesses: string[]; draining: boolean; capacity: Capacity };
+/** `seen`: when its last message arrived (ms since epoch); its pings are answered without one. */
+type Host = { runnerId: string; boot: string; harnesses: string[]; draining: boolean; capacity: Capacity; seen?: number };
 
 export type PoolStatus = {
   runners: number;
@@ -60,7 +61,8 @@ export class RunnerPool extends DurableObject<Env> {
     if (!parsed?.success) return ws.close(1008, "invalid control message");
     const m = parsed.data;
     if (m.t === "hello") {
-      ws.serializeAttachment({ runnerId: m.runner_id, boot: m.boot, harnesses: m.harnesses, draining: m.draining, capacity: m.capacity } satisfies Host);
+      ws.serializeAttachment({ runnerId: m.runner_id, boot: m.boot, harnesses: m.harnesses, draining: m.draining, capacity: m.capacity, seen: Date.now() } satisfies Host);
+      if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + SILENCE_CHECK_MS);
       const region = this.ctx.getTags(ws).find((t) => t.startsWith("region:"))?.slice("region:".length) ?? "default";
       send(ws, { t: "welcome", pool: region });
       log("info", "runner-host registered", { runner_id: m.runner_id });
@@ -68,7 +70,7 @@ export class RunnerPool extends DurableObject<Env> {
     } else if (m.t === "status") {
       const h = ws.deserializeAttachment() as Host | null;
       if (!h) return ws.close(1008, "status before hello");
-      ws.serializeAttachment({ ...h, draining: m.draining, capacity: m.capacity } satisfies Host);
+      ws.serializeAttachment({ ...h, draining: m.draining, capacity: m.capacity, seen: Date.now() } satisfies Host);
     } else {
       // The runner-host could not take it after all: the session waits for the next chance.
       const sql = this.ctx.storage.sql;
@@ -95,6 +97,27 @@ export class RunnerPool extends DurableObject<Env> {
     if (!h) return;
     log("info", "runner-host disconnected", { runner_id: h.runnerId, code });
     await this.#handBackOrphans();
+  }
+
+  /**
+   * While runner-hosts are connected: one that sent nothing and answered no ping for
+   * SILENT_AFTER_MS is dropped, and the sessions placed on it are told their runner-host is lost
+   * (a running turn fails, a later one is placed again). If it thaws, it dials in again; the
+   * sessions' old leases are refused.
+   */
+  async alarm(): Promise<void> {
+    const now = Date.now();
+    for (const { ws, host } of this.#hosts()) {
+      const last = Math.max(this.ctx.getWebSocketAutoResponseTimestamp(ws)?.getTime() ?? 0, host.seen ?? 0);
+      // `seen` came with this build: a socket accepted before it counts from its first ping.
+      if (last === 0 || now - last <= SILENT_AFTER_MS) continue;
+      log("warn", "runner-host silent: dropped", { runner_id: host.runnerId, silent_ms: now - last });
+      ws.close(1011, "no ping answered within the silence bound");
+      await this.#lose(this.ctx.storage.sql.exec<{ session: string; lease: number }>("SELECT session, lease FROM assignments WHERE runner_id = ? AND boot = ?", host.runnerId, host.boot).toArray());
+      this.ctx.storage.sql.exec("DELETE FROM assignments WHERE runner_id = ? AND boot = ?", host.runnerId, host.boot);
+    }
+    await this.#handBackOrphans();
+    if (this.#hosts().length > 0) await this.ctx.storage.setAlarm(Date.now() + SILENCE_CHECK_MS);
   }
 
   status(): PoolStatus {
@@ -197,11 +220,16 @@ export class RunnerPool extends DurableObject<Env> {
       .toArray();
     sql.exec("DELETE FROM assignments WHERE runner_id = ? AND boot <> ?", runnerId, boot);
     sql.exec("INSERT INTO boots (runner_id, boot) VALUES (?, ?) ON CONFLICT (runner_id) DO UPDATE SET boot = excluded.boot", runnerId, boot);
-    for (const l of lost) {
+    await this.#lose(lost);
+  }
+
+  /** Tells sessions the runner-host they were placed on is gone. */
+  async #lose(placed: { session: string; lease: number }[]): Promise<void> {
+    for (const l of placed) {
       try {
         await this.env.SESSIONS.getByName(l.session).runnerGone(l.lease);
       } catch (e) {
-        log("warn", "could not tell a session its runner-host restarted", { error: String(e) });
+        log("warn", "could not tell a session its runner-host is gone", { error: String(e) });
       }
     }
   }

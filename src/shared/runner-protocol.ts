@@ -33,6 +33,16 @@ export const LINK_PATH = "/internal/runners/link";
 
 /** Text a runner-host sends as a keepalive; the objects answer it without waking (auto-response). */
 export const PING = "ping";
+/** Keepalive interval of the runner-host's sockets (control and session links), ms: well inside proxies' idle cut-offs (about 100 s at the edge). */
+export const PING_MS = 20_000;
+/**
+ * A peer that sent nothing and answered no ping this long is gone, ms: two pings lost. The
+ * runner-host judges the service by it, and a RunnerPool its runner-hosts (a frozen process, or a
+ * partition that leaves the TCP connection open, never closes its socket).
+ */
+export const SILENT_AFTER_MS = 2 * PING_MS + 5_000;
+/** How often a RunnerPool looks for silent runner-hosts while any is connected, ms. */
+export const SILENCE_CHECK_MS = 15_000;
 export const PONG = "pong";
 
 /**

@@ -1,13 +1,15 @@
 /**
- * The split topology (the Worker alone, `svc runner` beside it) when the Worker's process dies
- * and its runner-host does not come back: docs/api.md "Turns" — a runner link that stays away
- * longer than 10 s fails its running turn with `service_error`. The object's new instance has no
- * socket and never saw it close, so it must notice the loss itself.
+ * The split topology (the Worker alone, `svc runner` beside it) when a part stops without closing
+ * its sockets: the Worker's process dies and its runner-host does not come back (docs/api.md
+ * "Turns": a runner link that stays away longer than 10 s fails its running turn with
+ * `service_error`; the object's new instance has no socket and never saw it close, so it must
+ * notice the loss itself), or the runner-host freezes (it answers no ping: the pool drops it).
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { SILENCE_CHECK_MS, SILENT_AFTER_MS } from "../../src/shared/runner-protocol.ts";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { startRunner, type RunnerProcess } from "../helpers/runner-process.ts";
@@ -76,4 +78,33 @@ it("the Worker and its only runner-host killed mid-turn, the Worker restarted al
   const m = await call(second.url, "POST", `/sessions/${id}/events`, { token: env.MANAGE, body: { type: "user.message", text: "after" } });
   await again.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === m.body.id, 30_000);
   again.close();
+});
+
+it("a runner-host that stops answering (SIGSTOP) is dropped after its silence bound: its running turn fails with service_error and readiness is 503; thawed, it dials in again and runs the resumed session", { timeout: 120_000 }, async () => {
+  const stack = await worker();
+  started.push(stack);
+  const r = await runner(stack, "frozen");
+  started.push(r);
+  const body = { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } };
+  const id = (await call(stack.url, "POST", "/sessions", { token: env.MANAGE, body })).body.id as string;
+  const sse = await openSse(`${stack.url}/sessions/${id}/events`, { token: env.MANAGE });
+  await call(stack.url, "POST", `/sessions/${id}/events`, { token: env.MANAGE, body: { type: "user.message", text: "[[hang]]" } });
+  await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "running");
+  process.kill(r.child.pid!, "SIGSTOP");
+  const t0 = Date.now();
+  try {
+    await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "failed", SILENT_AFTER_MS + SILENCE_CHECK_MS + 25_000);
+    expect(Date.now() - t0).toBeGreaterThan(SILENT_AFTER_MS - 25_000); // not before its pings could have been missed
+    expect(sse.frames.filter((f) => f.event === "session.error").at(-1)!.json.data).toMatchObject({ code: "service_error", message: expect.stringMatching(/runner-host/) });
+    expect((await call(stack.url, "GET", "/health/ready")).status).toBe(503);
+  } finally {
+    process.kill(r.child.pid!, "SIGCONT");
+  }
+  const from = r.mark();
+  await r.waitFor(/"msg":"runner-host connected"/, 30_000, from);
+  // (Readiness is cached for a second per isolate, so the thawed runner-host is proven by work.)
+  expect((await call(stack.url, "POST", `/sessions/${id}/resume`, { token: env.MANAGE, body: {} })).body.status).toBe("idle");
+  const m = await call(stack.url, "POST", `/sessions/${id}/events`, { token: env.MANAGE, body: { type: "user.message", text: "thawed" } });
+  await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === m.body.id, 30_000);
+  sse.close();
 });

@@ -53,8 +53,11 @@ export async function allEvents(url: string, id: string): Promise<{ id: string; 
  * Events without their cursors: a session loaded from storage continues in a new log epoch, so
  * its events carry new cursors (the old ones keep working up to the stored history's end).
  */
-export function uncursored(events: { cursor?: string }[]): unknown[] {
-  return events.map(({ cursor: _c, ...e }) => e);
+export function uncursored(events: readonly unknown[]): unknown[] {
+  return events.map((x) => {
+    const { cursor: _c, ...e } = x as { cursor?: string };
+    return e;
+  });
 }
 
 /** The NDJSON history as the service defines it: one line per retained event, without cursor. */
