@@ -204,7 +204,7 @@ export class SessionState {
       const sql = this.#storage.sql;
       const calls = sql.exec<{ call_id: string; input_id: string; dispatched: number }>("SELECT * FROM open_calls").toArray();
       for (const c of calls) {
-        // An executor's result accepted before the stop (migrations/session/0006) is the outcome.
+        // An executor's result accepted before the stop (migrations/session/0006_runtime_results.sql) is the outcome.
         const accepted = sql.exec<{ result: string | null }>("SELECT result FROM runtime_calls WHERE call_id = ?", c.call_id).toArray()[0]?.result;
         const result: Record<string, unknown> = accepted
           ? JSON.parse(accepted)
