@@ -1,7 +1,8 @@
 /**
  * One upload round of one session: history blocks, then each completed checkpoint's native records
- * and manifest, then the `latest.json` pointer, then the objects a restore cut off. Plain module over the object's SQLite and an
- * ObjectStore, so it runs (and is tested) the same with every provider.
+ * and manifest, then the `latest.json` pointer, then the objects a restore cut off. Plain module
+ * over the object's SQLite and an ObjectStore, so it runs (and is tested) the same with every
+ * provider.
  *
  * Storage layout / lifecycle (migrations/session/0005_sync.sql): every put is recorded in SQLite
  * right after it succeeds. Blocks go up PARALLEL_PUTS at a time; a batch is recorded as `inflight`
