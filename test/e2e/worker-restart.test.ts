@@ -13,7 +13,7 @@ import { SILENCE_CHECK_MS, SILENT_AFTER_MS } from "../../src/shared/runner-proto
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { startRunner, type RunnerProcess } from "../helpers/runner-process.ts";
-import { openSse } from "../helpers/sse.ts";
+import { openSse, type SseStream } from "../helpers/sse.ts";
 import { secret, startStack, scriptedProviders, type Stack } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("restart-manage"), OPENAI_KEY: "sk-restart", RUNNER_SECRET: secret("restart-runner") };
@@ -38,6 +38,20 @@ const worker = (dir?: string) =>
 const runner = (stack: Stack, name: string): Promise<RunnerProcess> =>
   startRunner({ dir: path.join(root, name), config: { public_url: stack.url, runners: { token_env: "RUNNER_SECRET" } }, env: runnerEnv });
 
+/** The Worker alone with one runner-host, and a session whose turn hangs at the provider (running). */
+async function hangingTurn(name: string): Promise<{ stack: Stack; r: RunnerProcess; id: string; sse: SseStream }> {
+  const stack = await worker();
+  started.push(stack);
+  const r = await runner(stack, name);
+  started.push(r);
+  const body = { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } };
+  const id = (await call(stack.url, "POST", "/sessions", { token: env.MANAGE, body })).body.id as string;
+  const sse = await openSse(`${stack.url}/sessions/${id}/events`, { token: env.MANAGE });
+  await call(stack.url, "POST", `/sessions/${id}/events`, { token: env.MANAGE, body: { type: "user.message", text: "[[hang]]" } });
+  await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "running");
+  return { stack, r, id, sse };
+}
+
 beforeAll(async () => {
   provider = await startScriptedProvider();
   root = mkdtempSync(path.join(tmpdir(), "svc-restart-"));
@@ -48,15 +62,7 @@ afterAll(async () => {
 });
 
 it("the Worker and its only runner-host killed mid-turn, the Worker restarted alone: the turn fails with service_error within the link's grace, and resume works with a new runner-host", { timeout: 90_000 }, async () => {
-  const first = await worker();
-  started.push(first);
-  const r1 = await runner(first, "r1");
-  started.push(r1);
-  const body = { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } };
-  const id = (await call(first.url, "POST", "/sessions", { token: env.MANAGE, body })).body.id as string;
-  const sse = await openSse(`${first.url}/sessions/${id}/events`, { token: env.MANAGE });
-  await call(first.url, "POST", `/sessions/${id}/events`, { token: env.MANAGE, body: { type: "user.message", text: "[[hang]]" } });
-  await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "running");
+  const { stack: first, r: r1, id, sse } = await hangingTurn("r1");
   sse.close();
   await first.crash();
   await r1.stop("SIGKILL");
@@ -81,15 +87,7 @@ it("the Worker and its only runner-host killed mid-turn, the Worker restarted al
 });
 
 it("a runner-host that stops answering (SIGSTOP) is dropped after its silence bound: its running turn fails with service_error and readiness is 503; thawed, it dials in again and runs the resumed session", { timeout: 120_000 }, async () => {
-  const stack = await worker();
-  started.push(stack);
-  const r = await runner(stack, "frozen");
-  started.push(r);
-  const body = { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } };
-  const id = (await call(stack.url, "POST", "/sessions", { token: env.MANAGE, body })).body.id as string;
-  const sse = await openSse(`${stack.url}/sessions/${id}/events`, { token: env.MANAGE });
-  await call(stack.url, "POST", `/sessions/${id}/events`, { token: env.MANAGE, body: { type: "user.message", text: "[[hang]]" } });
-  await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "running");
+  const { stack, r, id, sse } = await hangingTurn("frozen");
   process.kill(r.child.pid!, "SIGSTOP");
   const t0 = Date.now();
   try {
