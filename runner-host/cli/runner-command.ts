@@ -94,7 +94,7 @@ export async function runRunnerHost(o: { config: RunnerConfig; configPath: strin
     sessions: host.sessions().length,
     capacity: host.capacity(),
     refusals,
-  }));
+  }), (error) => log("error", "could not write the status file", { data_dir: dataDir, error }));
   host.start();
   log("info", "runner-host started", {
     url: config.public_url,

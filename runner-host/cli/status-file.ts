@@ -29,15 +29,35 @@ export type RunnerStatus = {
   updated_at: string;
 };
 
-export function startStatusFile(dataDir: string, read: () => Omit<RunnerStatus, "pid" | "updated_at">): { write(): void; stop(): void } {
+/**
+ * Writes the status now (a failure here stops the start: the data_dir is not usable) and keeps it
+ * fresh. A later write that fails (the directory removed, the disk full) is reported through
+ * `failed`, once until a write succeeds again, and does not stop the runner-host: its turns do not
+ * depend on the file, and a stale file is what the health check reports then.
+ */
+export function startStatusFile(
+  dataDir: string,
+  read: () => Omit<RunnerStatus, "pid" | "updated_at">,
+  failed: (error: string) => void,
+): { write(): void; stop(): void } {
   const file = path.join(dataDir, FILE);
   const tmp = `${file}.tmp`;
-  const write = () => {
+  const writeNow = () => {
     const s: RunnerStatus = { pid: process.pid, ...read(), updated_at: new Date().toISOString() };
     writeFileSync(tmp, `${JSON.stringify(s)}\n`);
     renameSync(tmp, file);
   };
-  write();
+  let failing = false;
+  const write = () => {
+    try {
+      writeNow();
+      failing = false;
+    } catch (e) {
+      if (!failing) failed(e instanceof Error ? e.message : String(e));
+      failing = true;
+    }
+  };
+  writeNow();
   const timer = setInterval(write, REFRESH_MS);
   timer.unref();
   return { write, stop: () => clearInterval(timer) };

@@ -1,0 +1,52 @@
+/**
+ * The runner-host's status file (runner-host/cli/status-file.ts): a write that fails after start
+ * (the data_dir removed, the disk full) is reported once and does not stop the runner-host, whose
+ * turns do not depend on the file; the health check then sees a stale or missing status.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { readStatus, startStatusFile } from "../../runner-host/cli/status-file.ts";
+
+const status = () => ({
+  runner_id: "r",
+  boot: "b",
+  region: "default",
+  public_url: "http://127.0.0.1:1",
+  connected: true,
+  draining: false,
+  sessions: 0,
+  capacity: { active: 0, active_limit: 1, loaded: 0, loaded_limit: 1, idle: 0 },
+  refusals: 0,
+});
+
+describe("runner-host status file", () => {
+  it("a write that fails after start is reported once, does not throw, and writing resumes when it can", () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "svc-status-"));
+    const failures: string[] = [];
+    const file = startStatusFile(dir, status, (e) => failures.push(e));
+    try {
+      expect(readStatus(dir).healthy).toBe(true);
+      rmSync(dir, { recursive: true });
+      expect(() => file.write()).not.toThrow();
+      file.write();
+      expect(failures).toHaveLength(1);
+      expect(failures[0]).toMatch(/ENOENT/);
+      mkdirSync(dir);
+      file.write();
+      expect(readStatus(dir).healthy).toBe(true);
+      rmSync(dir, { recursive: true });
+      file.write();
+      expect(failures).toHaveLength(2);
+    } finally {
+      file.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a data_dir that cannot be written stops the start", () => {
+    const dir = path.join(tmpdir(), `svc-status-missing-${process.pid}`, "nested");
+    expect(() => startStatusFile(dir, status, () => {})).toThrow(/ENOENT/);
+  });
+});
