@@ -143,6 +143,10 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
       mode === "restore" ? 1 : 0,
     );
     for (const key of orphans) sql.exec("INSERT OR IGNORE INTO sync_orphans (key) VALUES (?)", key);
+    // What this state names is never deleted, whatever an earlier restore had cut off.
+    for (const key of [...kept.map((b) => b.key), ...m.checkpoints.flatMap((c) => [c.native, layout.checkpoint(c.id)])]) {
+      sql.exec("DELETE FROM sync_orphans WHERE key = ?", key);
+    }
   });
 }
 

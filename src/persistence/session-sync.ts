@@ -39,6 +39,7 @@ export class SessionSync {
   readonly #arm: (at: number) => Promise<void>;
   readonly #keepAlive: KeepAlive;
   #running: Promise<unknown> = Promise.resolve();
+  #restoring = false;
 
   /** `keepAlive`: the object's `waitUntil`, which carries the metrics export (src/metrics). */
   constructor(o: { env: Env; state: SessionState; arm: (at: number) => Promise<void>; keepAlive: KeepAlive }) {
@@ -236,6 +237,18 @@ export class SessionSync {
   async restore(checkpoint: string, release: () => void): Promise<void> {
     const c = await this.#require();
     settled(this.#state);
+    // One at a time: a second one would apply a manifest read before the first cut storage.
+    if (this.#restoring) throw conflict("another restore of this session is in progress");
+    this.#restoring = true;
+    try {
+      await this.#restore(c, checkpoint, release);
+    } finally {
+      this.#restoring = false;
+    }
+  }
+
+  async #restore(c: Ctx, checkpoint: string, release: () => void): Promise<void> {
+    const version = this.#state.require().version;
     const key = c.layout.checkpoint(checkpoint);
     const doomed = this.#state.storage.sql.exec("SELECT 1 FROM sync_orphans WHERE key = ?", key).toArray().length > 0;
     const bytes = doomed ? null : await c.store.get(key);
@@ -247,6 +260,9 @@ export class SessionSync {
     // No upload round may interleave with the replacement.
     const run = this.#running.then(() => {
       settled(this.#state);
+      // A message accepted (and maybe run) during the download is not cut by a restore that was
+      // asked for before it was: the restore is refused instead, and can be asked for again.
+      if (this.#state.require().version !== version) throw conflict("the session changed while it was being restored; restore again");
       this.#state.storage.transactionSync(() => {
         apply(this.#state, c.layout, m, d, "restore", new Date().toISOString());
         release();

@@ -149,6 +149,52 @@ describe("persistence (filesystem)", () => {
     expect(cps).toHaveLength(2);
   });
 
+  it("two restores at once: one is applied, the other is 409, and storage stays loadable", async () => {
+    const s = await createSession(stack.url);
+    const c0 = await turn(stack.url, s, "zero");
+    await turn(stack.url, s, "one");
+    const c2 = await turn(stack.url, s, "two");
+    expect((await post(`/sessions/${s.id}/flush`)).body.pending).toBe(false);
+    const answers = await Promise.all([c0, c2].map((c) => post(`/sessions/${s.id}/restore`, { checkpoint: c.id })));
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
+    const applied = answers.find((a) => a.status === 200)!.body.checkpoint;
+    expect([c0.id, c2.id]).toContain(applied.id);
+    expect((await get(`/sessions/${s.id}`)).body.checkpoint).toEqual(applied);
+    expect((await post(`/sessions/${s.id}/flush`)).body).toMatchObject({ pending: false, checkpoint: applied.id });
+    const events = await allEvents(stack.url, s.id);
+    s.sse.close();
+    const elsewhere = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
+    try {
+      expect((await call(elsewhere.url, "GET", `/sessions/${s.id}`, { token: TOKEN })).body.checkpoint).toEqual(applied);
+      expect(uncursored(await allEvents(elsewhere.url, s.id))).toEqual(uncursored(events));
+    } finally {
+      await elsewhere.stop();
+    }
+  });
+
+  it("a message sent while a restore runs is never cut by it: it is in the log after the restore, or the restore is 409", async () => {
+    const s = await createSession(stack.url);
+    const c0 = await turn(stack.url, s, "base");
+    await turn(stack.url, s, "later");
+    expect((await post(`/sessions/${s.id}/flush`)).body.pending).toBe(false);
+    s.sse.close();
+    for (let i = 0; i < 6; i++) {
+      const [restored, sent] = await Promise.all([
+        post(`/sessions/${s.id}/restore`, { checkpoint: c0.id }),
+        post(`/sessions/${s.id}/events`, { type: "user.message", text: `racer ${i}` }),
+      ]);
+      expect([200, 409]).toContain(restored.status);
+      expect(sent.status).toBe(202);
+      // Its cursor stays valid (a restore never cuts it), and its turn runs to idle.
+      const sse = await openSse(`${stack.url}/sessions/${s.id}/events`, { token: TOKEN, lastEventId: sent.body.cursor });
+      expect(sse.status).toBe(200);
+      await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === sent.body.id, 20_000);
+      sse.close();
+      const log = await allEvents(stack.url, s.id);
+      expect(log.map((e) => e.id)).toContain(sent.body.id);
+    }
+  });
+
   it("restore of a running session is 409 conflict; of a closed one too", async () => {
     const s = await createSession(stack.url);
     const c1 = await turn(stack.url, s, "first");
