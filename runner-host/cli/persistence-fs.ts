@@ -34,10 +34,16 @@ export function persistenceFsHandler(directory: string): (request: Request) => P
           const body = new Uint8Array(await request.arrayBuffer());
           await mkdir(path.dirname(file), { recursive: true });
           const tmp = `${file}.${randomBytes(6).toString("hex")}.tmp`;
-          await writeFile(tmp, body);
-          if (request.headers.get("If-None-Match") !== "*") {
-            await rename(tmp, file);
-            return new Response(null, { status: 201 });
+          try {
+            await writeFile(tmp, body);
+            if (request.headers.get("If-None-Match") !== "*") {
+              await rename(tmp, file);
+              return new Response(null, { status: 201 });
+            }
+          } catch (e) {
+            // A full disk leaves part of the file: nothing else would ever remove it.
+            await unlink(tmp).catch(() => {});
+            throw e;
           }
           try {
             await link(tmp, file);

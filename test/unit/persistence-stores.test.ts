@@ -6,7 +6,7 @@
  */
 import S3rver from "@20minutes/s3rver";
 import { generateKeyPairSync } from "node:crypto";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -138,6 +138,14 @@ describe("provider peculiarities", () => {
     // Keys never leave the directory: dot segments are resolved away, an encoded slash is refused.
     expect(await store.get("../escape")).toBeNull();
     expect((await persistenceFsHandler(fsDir)(new Request("http://fs/o/a%2F..%2F..%2Fetc%2Fpasswd"))).status).toBe(400);
+  });
+
+  it("filesystem: a write that fails leaves no temporary file behind", async () => {
+    const store = stores[3]![1]();
+    // The target is a non-empty directory, so the last step of the write (the rename) fails.
+    mkdirSync(path.join(fsDir, "svc/b/latest.json/x"), { recursive: true });
+    await expect(store.put("svc/b/latest.json", bytes("{}"), "application/json")).rejects.toBeInstanceOf(StoreError);
+    expect(readdirSync(path.join(fsDir, "svc/b"))).toEqual(["latest.json"]);
   });
 });
 
