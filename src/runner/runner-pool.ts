@@ -62,7 +62,7 @@ export class RunnerPool extends DurableObject<Env> {
     const m = parsed.data;
     if (m.t === "hello") {
       ws.serializeAttachment({ runnerId: m.runner_id, boot: m.boot, harnesses: m.harnesses, draining: m.draining, capacity: m.capacity, seen: Date.now() } satisfies Host);
-      if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + SILENCE_CHECK_MS);
+      await this.#watchSilence();
       const region = this.ctx.getTags(ws).find((t) => t.startsWith("region:"))?.slice("region:".length) ?? "default";
       send(ws, { t: "welcome", pool: region });
       log("info", "runner-host registered", { runner_id: m.runner_id });
@@ -71,6 +71,7 @@ export class RunnerPool extends DurableObject<Env> {
       const h = ws.deserializeAttachment() as Host | null;
       if (!h) return ws.close(1008, "status before hello");
       ws.serializeAttachment({ ...h, draining: m.draining, capacity: m.capacity, seen: Date.now() } satisfies Host);
+      await this.#watchSilence();
     } else {
       // The runner-host could not take it after all: the session waits for the next chance.
       const sql = this.ctx.storage.sql;
@@ -100,24 +101,29 @@ export class RunnerPool extends DurableObject<Env> {
   }
 
   /**
-   * While runner-hosts are connected: one that sent nothing and answered no ping for
+   * While a runner-host holds sessions: one that sent nothing and answered no ping for
    * SILENT_AFTER_MS is dropped, and the sessions placed on it are told their runner-host is lost
    * (a running turn fails, a later one is placed again). If it thaws, it dials in again; the
-   * sessions' old leases are refused.
+   * sessions' old leases are refused. With no sessions held the pool has no alarm (an idle
+   * deployment wakes nothing); a silent runner-host is then only left out of placement and
+   * readiness (`#hosts`), which needs no timer.
    */
   async alarm(): Promise<void> {
-    const now = Date.now();
-    for (const { ws, host } of this.#hosts()) {
-      const last = Math.max(this.ctx.getWebSocketAutoResponseTimestamp(ws)?.getTime() ?? 0, host.seen ?? 0);
-      // `seen` came with this build: a socket accepted before it counts from its first ping.
-      if (last === 0 || now - last <= SILENT_AFTER_MS) continue;
-      log("warn", "runner-host silent: dropped", { runner_id: host.runnerId, silent_ms: now - last });
+    for (const { ws, host } of this.#hosts(true)) {
+      if (!silent(this.ctx, ws, host)) continue;
+      log("warn", "runner-host silent: dropped", { runner_id: host.runnerId });
       ws.close(1011, "no ping answered within the silence bound");
       await this.#lose(this.ctx.storage.sql.exec<{ session: string; lease: number }>("SELECT session, lease FROM assignments WHERE runner_id = ? AND boot = ?", host.runnerId, host.boot).toArray());
       this.ctx.storage.sql.exec("DELETE FROM assignments WHERE runner_id = ? AND boot = ?", host.runnerId, host.boot);
     }
     await this.#handBackOrphans();
-    if (this.#hosts().length > 0) await this.ctx.storage.setAlarm(Date.now() + SILENCE_CHECK_MS);
+    await this.#watchSilence(true);
+  }
+
+  /** Arms the silence check while some runner-host holds sessions (`rearm`: from the alarm itself). */
+  async #watchSilence(rearm = false): Promise<void> {
+    if (!this.#hosts().some((h) => h.host.capacity.loaded > 0)) return;
+    if (rearm || (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + SILENCE_CHECK_MS);
   }
 
   status(): PoolStatus {
@@ -234,13 +240,20 @@ export class RunnerPool extends DurableObject<Env> {
     }
   }
 
-  #hosts(): { ws: WebSocket; host: Host }[] {
+  /** Connected runner-hosts that said hello; without `withSilent`, not those gone silent. */
+  #hosts(withSilent = false): { ws: WebSocket; host: Host }[] {
     return this.ctx
       .getWebSockets("control")
       .filter((ws) => ws.readyState === WebSocket.OPEN)
       .map((ws) => ({ ws, host: ws.deserializeAttachment() as Host | null }))
-      .filter((h): h is { ws: WebSocket; host: Host } => h.host !== null);
+      .filter((h): h is { ws: WebSocket; host: Host } => h.host !== null && (withSilent || !silent(this.ctx, h.ws, h.host)));
   }
+}
+
+/** Nothing from it and no ping answered for SILENT_AFTER_MS (`seen` came with this build: a socket from before counts from its first ping). */
+function silent(ctx: DurableObjectState, ws: WebSocket, host: Host): boolean {
+  const last = Math.max(ctx.getWebSocketAutoResponseTimestamp(ws)?.getTime() ?? 0, host.seen ?? 0);
+  return last > 0 && Date.now() - last > SILENT_AFTER_MS;
 }
 
 function roomFor(h: Host): boolean {

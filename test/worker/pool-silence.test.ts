@@ -1,0 +1,49 @@
+/**
+ * docs/design-notes.md "Runner link": a RunnerPool looks for silent runner-hosts (no message, no
+ * ping answered for 45 s) only while one holds sessions, so an idle deployment has no alarm; a
+ * runner-host that holds sessions arms the check.
+ */
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { RUNNER_PROTOCOL, SILENCE_CHECK_MS } from "../../src/shared/runner-protocol.ts";
+import { env } from "./helpers.ts";
+
+async function connect(pool: DurableObjectStub, runner: string, loaded: number): Promise<WebSocket> {
+  const res = await pool.fetch("https://pool/control", { headers: { Upgrade: "websocket" } });
+  const ws = res.webSocket!;
+  ws.accept();
+  const welcome = new Promise<void>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error("no welcome from the pool")), 5_000);
+    ws.addEventListener("message", (e) => {
+      if (JSON.parse(e.data as string).t === "welcome") (clearTimeout(t), resolve());
+    });
+  });
+  const capacity = { loaded, loaded_limit: 4, idle: loaded };
+  ws.send(JSON.stringify({ t: "hello", protocol: RUNNER_PROTOCOL, runner_id: runner.repeat(32), boot: "d".repeat(32), harnesses: ["pi"], draining: false, capacity }));
+  await welcome;
+  return ws;
+}
+
+const alarmOf = (pool: DurableObjectStub) => runInDurableObject(pool, (_, state) => state.storage.getAlarm());
+
+describe("the pool's silence check", () => {
+  it("no alarm while its runner-hosts hold no session; one within the check period once one does, and none after they let go", async () => {
+    const pool = env.RUNNERS.getByName("silence-test");
+    const idle = await connect(pool, "a", 0);
+    expect(await alarmOf(pool)).toBeNull();
+    const busy = await connect(pool, "b", 1);
+    const at = await alarmOf(pool);
+    expect(at).not.toBeNull();
+    expect(at! - Date.now()).toBeLessThanOrEqual(SILENCE_CHECK_MS);
+    // The check finds nobody silent and, while sessions are held, comes again.
+    expect(await runDurableObjectAlarm(pool)).toBe(true);
+    expect(await alarmOf(pool)).not.toBeNull();
+    const capacity = { loaded: 0, loaded_limit: 4, idle: 0 };
+    busy.send(JSON.stringify({ t: "status", draining: false, capacity }));
+    await expect.poll(() => runInDurableObject(pool, (p) => (p as unknown as { status(): { free: number } }).status().free), { timeout: 5_000 }).toBe(8);
+    expect(await runDurableObjectAlarm(pool)).toBe(true);
+    expect(await alarmOf(pool)).toBeNull();
+    idle.close();
+    busy.close();
+  });
+});
