@@ -6,27 +6,10 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { FLEET_CACHE_MS } from "../../src/runner/fleet.ts";
-import { RUNNER_PROTOCOL } from "../../src/shared/runner-protocol.ts";
-import { POOL_NAME } from "../../src/runner/pool-name.ts";
-import { api, createBody, env } from "./helpers.ts";
+import { api, connectRunner, createBody, env } from "./helpers.ts";
 
 const capacity = { loaded: 0, loaded_limit: 16, idle: 0 };
 
-/** A runner-host's control socket, opened straight on the pool, answered by `welcome`. */
-async function connectRunner(draining: boolean): Promise<WebSocket> {
-  const res = await env.RUNNERS.getByName(POOL_NAME).fetch("https://pool/control", { headers: { Upgrade: "websocket" } });
-  const ws = res.webSocket!;
-  ws.accept();
-  const welcome = new Promise<void>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error("no welcome from the pool")), 5_000);
-    ws.addEventListener("message", (e) => {
-      if (JSON.parse(e.data as string).t === "welcome") (clearTimeout(t), resolve());
-    });
-  });
-  ws.send(JSON.stringify({ t: "hello", protocol: RUNNER_PROTOCOL, runner_id: "a".repeat(32), boot: "b".repeat(32), harnesses: ["pi"], draining, capacity }));
-  await welcome;
-  return ws;
-}
 
 /** Lets the isolate's fleet snapshot expire, so the next request asks the pools again. */
 function ageFleetSnapshot(): void {
@@ -46,7 +29,7 @@ describe("readiness and draining", () => {
     expect(none.status).toBe(503);
     expect(await none.json()).toEqual({ status: "not_ready" });
 
-    const ws = await connectRunner(true);
+    const ws = await connectRunner({ capacity, draining: true });
     ageFleetSnapshot();
     const ready = await api("/health/ready", { token: "" });
     expect(ready.status).toBe(503);
@@ -61,7 +44,7 @@ describe("readiness and draining", () => {
 
     // A runner-host that is not draining makes the service ready again (its welcome means the
     // pool has recorded its hello).
-    const fresh = await connectRunner(false);
+    const fresh = await connectRunner({ capacity });
     ageFleetSnapshot();
     expect((await api("/health/ready", { token: "" })).status).toBe(200);
     fresh.close();

@@ -15,6 +15,8 @@ import type { NewEvent } from "../../src/session/event-log.ts";
 import { SessionState } from "../../src/session/session-state.ts";
 import type { NewSession } from "../../src/session/record.ts";
 import { sessionObjectName } from "../../src/session/session-object.ts";
+import { POOL_NAME } from "../../src/runner/pool-name.ts";
+import { RUNNER_PROTOCOL, type Capacity } from "../../src/shared/runner-protocol.ts";
 
 /**
  * The pool's bindings with the Worker's own Env type (`Cloudflare.Env` from env.d.ts types every
@@ -203,4 +205,21 @@ export function sseReader(body: ReadableStream<Uint8Array>) {
     },
     cancel: () => reader.cancel().catch(() => {}),
   };
+}
+
+/** A runner-host's control socket, opened straight on a RunnerPool (default: the default region's), answered by `welcome`. */
+export async function connectRunner(o: { capacity: Capacity; draining?: boolean; runnerId?: string; pool?: DurableObjectStub }): Promise<WebSocket> {
+  const res = await (o.pool ?? env.RUNNERS.getByName(POOL_NAME)).fetch("https://pool/control", { headers: { Upgrade: "websocket" } });
+  const ws = res.webSocket!;
+  ws.accept();
+  const welcome = new Promise<void>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error("no welcome from the pool")), 5_000);
+    ws.addEventListener("message", (e) => {
+      if (JSON.parse(e.data as string).t === "welcome") (clearTimeout(t), resolve());
+    });
+  });
+  const hello = { t: "hello", protocol: RUNNER_PROTOCOL, runner_id: o.runnerId ?? "a".repeat(32), boot: "b".repeat(32), harnesses: ["pi"], draining: o.draining ?? false, capacity: o.capacity };
+  ws.send(JSON.stringify(hello));
+  await welcome;
+  return ws;
 }

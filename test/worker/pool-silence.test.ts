@@ -5,33 +5,17 @@
  */
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { RUNNER_PROTOCOL, SILENCE_CHECK_MS } from "../../src/shared/runner-protocol.ts";
-import { env } from "./helpers.ts";
-
-async function connect(pool: DurableObjectStub, runner: string, loaded: number): Promise<WebSocket> {
-  const res = await pool.fetch("https://pool/control", { headers: { Upgrade: "websocket" } });
-  const ws = res.webSocket!;
-  ws.accept();
-  const welcome = new Promise<void>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error("no welcome from the pool")), 5_000);
-    ws.addEventListener("message", (e) => {
-      if (JSON.parse(e.data as string).t === "welcome") (clearTimeout(t), resolve());
-    });
-  });
-  const capacity = { loaded, loaded_limit: 4, idle: loaded };
-  ws.send(JSON.stringify({ t: "hello", protocol: RUNNER_PROTOCOL, runner_id: runner.repeat(32), boot: "d".repeat(32), harnesses: ["pi"], draining: false, capacity }));
-  await welcome;
-  return ws;
-}
+import { SILENCE_CHECK_MS } from "../../src/shared/runner-protocol.ts";
+import { connectRunner, env } from "./helpers.ts";
 
 const alarmOf = (pool: DurableObjectStub) => runInDurableObject(pool, (_, state) => state.storage.getAlarm());
 
 describe("the pool's silence check", () => {
   it("no alarm while its runner-hosts hold no session; one within the check period once one does, and none after they let go", async () => {
     const pool = env.RUNNERS.getByName("silence-test");
-    const idle = await connect(pool, "a", 0);
+    const idle = await connectRunner({ pool, runnerId: "a".repeat(32), capacity: { loaded: 0, loaded_limit: 4, idle: 0 } });
     expect(await alarmOf(pool)).toBeNull();
-    const busy = await connect(pool, "b", 1);
+    const busy = await connectRunner({ pool, runnerId: "c".repeat(32), capacity: { loaded: 1, loaded_limit: 4, idle: 1 } });
     const at = await alarmOf(pool);
     expect(at).not.toBeNull();
     expect(at! - Date.now()).toBeLessThanOrEqual(SILENCE_CHECK_MS);
