@@ -43,8 +43,8 @@ export function behind(s: SessionState): boolean {
   const sql = s.storage.sql;
   const r = sql.exec<SyncRow>("SELECT * FROM sync").toArray()[0];
   if (!r || r.inflight || r.latest_stale || r.uploaded_offset < s.require().log_bytes) return true;
-  if (sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM sync_orphans").one().n > 0) return true;
-  return sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM checkpoints WHERE published = 0").one().n > 0;
+  // A checkpoint to publish, or an object a restore cut off still to delete.
+  return sql.exec("SELECT 1 FROM checkpoints WHERE published = 0 UNION ALL SELECT 1 FROM sync_orphans LIMIT 1").toArray().length > 0;
 }
 
 export type Published = { checkpoint: string; native: string; offset: number; time: string };

@@ -113,8 +113,7 @@ export class RunnerPool extends DurableObject<Env> {
       if (!silent(this.ctx, ws, host)) continue;
       log("warn", "runner-host silent: dropped", { runner_id: host.runnerId });
       ws.close(1011, "no ping answered within the silence bound");
-      await this.#lose(this.ctx.storage.sql.exec<{ session: string; lease: number }>("SELECT session, lease FROM assignments WHERE runner_id = ? AND boot = ?", host.runnerId, host.boot).toArray());
-      this.ctx.storage.sql.exec("DELETE FROM assignments WHERE runner_id = ? AND boot = ?", host.runnerId, host.boot);
+      await this.#forget("runner_id = ? AND boot = ?", host.runnerId, host.boot);
     }
     await this.#handBackOrphans();
     await this.#watchSilence(true);
@@ -220,17 +219,15 @@ export class RunnerPool extends DurableObject<Env> {
 
   /** A runner-host came back with a new boot: the sessions it held are gone. */
   async #forgetOldBoot(runnerId: string, boot: string): Promise<void> {
-    const sql = this.ctx.storage.sql;
-    const lost = sql
-      .exec<{ session: string; lease: number }>("SELECT session, lease FROM assignments WHERE runner_id = ? AND boot <> ?", runnerId, boot)
-      .toArray();
-    sql.exec("DELETE FROM assignments WHERE runner_id = ? AND boot <> ?", runnerId, boot);
-    sql.exec("INSERT INTO boots (runner_id, boot) VALUES (?, ?) ON CONFLICT (runner_id) DO UPDATE SET boot = excluded.boot", runnerId, boot);
-    await this.#lose(lost);
+    this.ctx.storage.sql.exec("INSERT INTO boots (runner_id, boot) VALUES (?, ?) ON CONFLICT (runner_id) DO UPDATE SET boot = excluded.boot", runnerId, boot);
+    await this.#forget("runner_id = ? AND boot <> ?", runnerId, boot);
   }
 
-  /** Tells sessions the runner-host they were placed on is gone. */
-  async #lose(placed: { session: string; lease: number }[]): Promise<void> {
+  /** Drops the placements matching `where` and tells their sessions the runner-host is gone. */
+  async #forget(where: string, ...params: string[]): Promise<void> {
+    const sql = this.ctx.storage.sql;
+    const placed = sql.exec<{ session: string; lease: number }>(`SELECT session, lease FROM assignments WHERE ${where}`, ...params).toArray();
+    sql.exec(`DELETE FROM assignments WHERE ${where}`, ...params);
     for (const l of placed) {
       try {
         await this.env.SESSIONS.getByName(l.session).runnerGone(l.lease);

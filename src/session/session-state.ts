@@ -21,6 +21,9 @@ export type Change<T> = { value: T; events: LoggedEvent[] };
 
 export type ErrorData = { code: "conflict" | "provider_error" | "service_error"; message: string };
 
+/** What a logged event adds around its `data` (id, type, time, input id, line end), bytes: a bound. */
+export const EVENT_ENVELOPE_BYTES = 256;
+
 export class SessionState {
   readonly #storage: Storage;
   readonly #row: RowCache;
@@ -143,7 +146,7 @@ export class SessionState {
     // add when it runs (the harness records each prompt in its native state: about its text again),
     // plus one maximal record, so the turn it starts can still record its terminal events.
     const unfinished = this.#storage.sql.exec<{ b: number }>("SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) AS b FROM inputs").one().b;
-    const need = byteLength(JSON.stringify(data)) + 256 + byteLength(input.text) + unfinished + MAX_RECORD_BYTES;
+    const need = byteLength(JSON.stringify(data)) + EVENT_ENVELOPE_BYTES + byteLength(input.text) + unfinished + MAX_RECORD_BYTES;
     if (this.storedBytes() + need > limits.session_bytes) throw overloaded("the session's event log and native state are full");
     const logged = this.#storage.transactionSync(() => {
       const e = this.append({ type: "user.message", data }, now);

@@ -177,8 +177,7 @@ export class Turns {
    * turn (a closed session never runs again).
    */
   closeCheckpoint(now: string): void {
-    const last = this.#sql.exec<{ native_seq: number }>("SELECT native_seq FROM checkpoints ORDER BY event_offset DESC LIMIT 1").toArray()[0];
-    this.#checkpoint(now, last?.native_seq ?? 0);
+    this.#checkpoint(now, this.#lastCheckpointNative());
   }
 
   /** A checkpoint at a completed turn: the history offset and the native state up to now. */
@@ -197,8 +196,12 @@ export class Turns {
 
   /** Resume: native state back to the last completed checkpoint (the event log keeps all). */
   revertNative(): void {
-    const cp = this.#sql.exec<{ native_seq: number }>("SELECT native_seq FROM checkpoints ORDER BY event_offset DESC LIMIT 1").toArray()[0];
-    this.#sql.exec("DELETE FROM native WHERE seq > ?", cp?.native_seq ?? 0);
+    this.#sql.exec("DELETE FROM native WHERE seq > ?", this.#lastCheckpointNative());
+  }
+
+  /** The last native record the latest checkpoint holds (0: no checkpoint yet). */
+  #lastCheckpointNative(): number {
+    return this.#sql.exec<{ native_seq: number }>("SELECT native_seq FROM checkpoints ORDER BY event_offset DESC LIMIT 1").toArray()[0]?.native_seq ?? 0;
   }
 
   nativeRecords(after: number, limit: number): { seq: number; record: unknown }[] {

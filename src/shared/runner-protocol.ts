@@ -33,6 +33,7 @@ export const LINK_PATH = "/internal/runners/link";
 
 /** Text a runner-host sends as a keepalive; the objects answer it without waking (auto-response). */
 export const PING = "ping";
+export const PONG = "pong";
 /** Keepalive interval of the runner-host's sockets (control and session links), ms: well inside proxies' idle cut-offs (about 100 s at the edge). */
 export const PING_MS = 20_000;
 /**
@@ -41,9 +42,8 @@ export const PING_MS = 20_000;
  * partition that leaves the TCP connection open, never closes its socket).
  */
 export const SILENT_AFTER_MS = 2 * PING_MS + 5_000;
-/** How often a RunnerPool looks for silent runner-hosts while any is connected, ms. */
+/** How often a RunnerPool looks for silent runner-hosts while one holds sessions, ms. */
 export const SILENCE_CHECK_MS = 15_000;
-export const PONG = "pong";
 
 /**
  * WebSocket close code an object sends on a link whose lease is not (or no longer) valid: the

@@ -7,7 +7,8 @@
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { parseHostConfig } from "../../src/shared/config-schema.ts";
-import { SessionState } from "../../src/session/session-state.ts";
+import { EVENT_ENVELOPE_BYTES, SessionState } from "../../src/session/session-state.ts";
+import { MAX_RECORD_BYTES } from "../../src/session/event-log.ts";
 import { Turns } from "../../src/session/turns.ts";
 import { freshSession, ok } from "./helpers.ts";
 
@@ -65,6 +66,27 @@ describe("limits.session_bytes counts native state with the event log", () => {
       expect(s.nativeBytes()).toBe(summed());
       turns.revertNative();
       expect(s.nativeBytes()).toBe(summed());
+    });
+  });
+
+  it("a send is refused exactly past the edge: log and native state, every unfinished prompt again, this message twice (its event and its prompt), and one maximal record", async () => {
+    const wide = parseHostConfig({ tokens: [{ token_env: "T", tenant: "acme" }], harnesses: { pi: { command: ["node"] } }, limits: { session_bytes: SESSION_BYTES, input_bytes: MiB } });
+    if (!wide.ok) throw new Error(wide.problems.join("; "));
+    const lim = wide.config.limits;
+    await inRunningTurn((s, turns) => {
+      for (let seq = 1; seq <= 10; seq++) turns.apply({ t: "native", seq, records: [record(seq)] }, NOW, SESSION_BYTES);
+      const queued = "q".repeat(300_000);
+      s.send({ type: "user.message", text: queued }, lim, NOW);
+      // Unfinished: the running turn's prompt ("grow") and the queued one.
+      const unfinished = "grow".length + queued.length;
+      const envelope = JSON.stringify({ type: "user.message", text: "", delivery: "queue" }).length + EVENT_ENVELOPE_BYTES;
+      const fits = Math.floor((SESSION_BYTES - s.storedBytes() - unfinished - envelope - MAX_RECORD_BYTES) / 2);
+      expect(fits).toBeGreaterThan(0);
+      expect(fits).toBeLessThan(MiB);
+      const before = s.storedBytes();
+      expect(() => s.send({ type: "user.message", text: "x".repeat(fits + 1) }, lim, NOW)).toThrow(expect.objectContaining({ code: "overloaded" }));
+      expect(s.storedBytes()).toBe(before);
+      expect(() => s.send({ type: "user.message", text: "x".repeat(fits) }, lim, NOW)).not.toThrow();
     });
   });
 });
