@@ -38,18 +38,19 @@ const enc = encodeURIComponent;
 
 export class SvcClient {
   readonly #t: Transport;
+  readonly #o: ClientOptions;
 
   constructor(o: ClientOptions) {
+    this.#o = { ...o };
     this.#t = new Transport(o);
   }
 
-  /** The same client with another token (a read-only or session-scoped one, an executor credential). */
+  /**
+   * The same client (base URL, `fetch`, `retries`) with another token: a read-only or
+   * session-scoped one, an executor credential.
+   */
   withToken(token: string): SvcClient {
-    return new SvcClient({ ...this.#options(), token });
-  }
-
-  #options(): ClientOptions {
-    return { baseUrl: this.#t.baseUrl, token: this.#t.token };
+    return new SvcClient({ ...this.#o, token });
   }
 
   // ── sessions ──

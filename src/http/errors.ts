@@ -13,7 +13,10 @@ export function errorResponse(err: unknown, requestId: string, route: string): R
       error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
     });
   }
-  const body = { error: { code: e.code, message: e.message }, request_id: requestId };
+  // A typed 5xx (storage unreadable, a stored manifest that names another session) says what broke
+  // to the log, not to the tenant: its message may name storage paths or hosts.
+  const message = e.status >= 500 ? "internal server error" : e.message;
+  const body = { error: { code: e.code, message }, request_id: requestId };
   return new Response(JSON.stringify(body), {
     status: e.status,
     headers: { "Content-Type": "application/json", ...e.headers },

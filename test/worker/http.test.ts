@@ -320,6 +320,22 @@ describe("500 service_error", () => {
     expect(await res.json()).toEqual({ error: { code: "service_error", message: "internal server error" }, request_id: requestId });
     expect(errors.mock.calls.some((c) => String(c[0]).includes(requestId))).toBe(true);
   });
+
+  it("answers a typed service_error from an object with the generic message, and logs what it said", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => {});
+    const said = "the stored manifest names another session (bucket svc-prod/tenant-a)";
+    const broken = {
+      ...env,
+      SESSIONS: { getByName: () => ({ get: () => Promise.resolve({ ok: false, error: { code: "service_error", message: said } }) }) },
+    } as unknown as Env;
+    const existing = await createSession();
+    const res = await call(broken, `/sessions/${existing.id}`);
+    expect(res.status).toBe(500);
+    const requestId = res.headers.get("X-Request-ID")!;
+    expect(await res.json()).toEqual({ error: { code: "service_error", message: "internal server error" }, request_id: requestId });
+    const logged = errors.mock.calls.map((c) => String(c[0])).filter((l) => l.includes(requestId));
+    expect(logged.some((l) => l.includes("names another session"))).toBe(true);
+  });
 });
 
 describe("Get a session", () => {

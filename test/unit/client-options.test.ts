@@ -1,0 +1,31 @@
+import { describe, expect, it } from "vitest";
+import { ApiError, SvcClient } from "../../client/index.ts";
+
+/** A fetch that answers every request with `429` and records what it was asked. */
+function refusingFetch(): { fetch: typeof fetch; calls: { url: string; auth: string | null }[] } {
+  const calls: { url: string; auth: string | null }[] = [];
+  const fake = (async (input: RequestInfo | URL, init?: RequestInit) => {
+    calls.push({ url: String(input), auth: new Headers(init?.headers).get("Authorization") });
+    return new Response(JSON.stringify({ error: { code: "overloaded", message: "full" }, request_id: "r" }), {
+      status: 429,
+      headers: { "Content-Type": "application/json", "Retry-After": "0" },
+    });
+  }) as typeof fetch;
+  return { fetch: fake, calls };
+}
+
+describe("the typed client's withToken", () => {
+  it("keeps the base URL, the fetch and the retries, and changes only the token", async () => {
+    const f = refusingFetch();
+    const svc = new SvcClient({ baseUrl: "http://svc.test/", token: "first", fetch: f.fetch, retries: 1 });
+    const other = svc.withToken("second");
+    await expect(other.listSessions()).rejects.toBeInstanceOf(ApiError);
+    // retries 1: the first try and one retry, both through the given fetch, with the new token.
+    expect(f.calls).toEqual([
+      { url: "http://svc.test/sessions", auth: "Bearer second" },
+      { url: "http://svc.test/sessions", auth: "Bearer second" },
+    ]);
+    await expect(svc.listSessions()).rejects.toBeInstanceOf(ApiError);
+    expect(f.calls.slice(2).map((c) => c.auth)).toEqual(["Bearer first", "Bearer first"]);
+  });
+});
