@@ -14,7 +14,7 @@ import { internal } from "./routes/internal.ts";
 import { openapi } from "./routes/openapi.ts";
 import { sessions } from "./routes/sessions.ts";
 
-export const app = new Hono<AppEnv>({ strict: false });
+export const app = new Hono<AppEnv>();
 
 app.use("*", httpMetrics);
 app.use("*", requestContext);

@@ -52,6 +52,14 @@ describe("every response", () => {
     await expectApiError(await api("/nope"), 404, "not_found");
   });
 
+  it("gives 404 not_found for a route's path with a trailing slash (no route has one)", async () => {
+    const s = await createSession();
+    for (const path of [`/sessions/${s.id}/`, `/sessions/${s.id}/events/`, "/sessions/", "/health/live/", "/openapi.json/", "/catalog/"]) {
+      await expectApiError(await api(path), 404, "not_found");
+    }
+    expect((await api("/sessions")).status).toBe(200);
+  });
+
   it("gives 401 forbidden with WWW-Authenticate: Bearer for a missing or unrecognized token", async () => {
     const missing = await api("/sessions", { token: "" });
     expect(missing.headers.get("WWW-Authenticate")).toBe("Bearer");
