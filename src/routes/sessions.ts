@@ -95,6 +95,8 @@ sessions.post("/:id/close", async (c) => {
 
 sessions.get("/:id/events", async (c) => {
   const id = target(c, true);
+  // Checked in both modes, so a bad `limit` is `400` whichever the client asked for.
+  const limit = pageLimit(c.req.query("limit"));
   const stub = await sessionStub(c, id);
   const call = c.get("principal").inspectCall;
   if (wantsEventStream(c.req.header("Accept"))) {
@@ -121,7 +123,6 @@ sessions.get("/:id/events", async (c) => {
       throw e;
     }
   }
-  const limit = pageLimit(c.req.query("limit"));
   return c.json(unwrap(await stub.readEvents(c.req.query("after") ?? "", limit, call)));
 });
 
@@ -186,6 +187,20 @@ function background(c: AppContext, p: Promise<void> | undefined): void {
   }
 }
 
+/**
+ * SSE mode when `Accept` lists `text/event-stream` with a non-zero `q` (`q=0` is "not acceptable",
+ * RFC 9110) and no `application/json` range with a higher one; JSON otherwise.
+ */
 function wantsEventStream(accept: string | undefined): boolean {
-  return (accept ?? "").split(",").some((t) => t.trim().split(";")[0]!.toLowerCase() === "text/event-stream");
+  let sse = 0;
+  let json = 0;
+  for (const range of (accept ?? "").split(",")) {
+    const [type, ...params] = range.split(";").map((p) => p.trim().toLowerCase());
+    const qParam = params.find((p) => p.startsWith("q="));
+    const q = qParam === undefined ? 1 : Number(qParam.slice(2));
+    if (!Number.isFinite(q)) continue;
+    if (type === "text/event-stream") sse = Math.max(sse, q);
+    else if (type === "application/json") json = Math.max(json, q);
+  }
+  return sse > 0 && sse >= json;
 }

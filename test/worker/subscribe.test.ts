@@ -357,6 +357,32 @@ describe("SSE through the Worker relay", () => {
     await fromStart.cancel();
   });
 
+  it("streams only when text/event-stream is acceptable (q above 0, not below application/json's), and checks limit in both modes", async () => {
+    const s = await createSession();
+    await sendMessage(s.id, "one event");
+    const modes: [string, string][] = [
+      ["text/event-stream", "text/event-stream"],
+      ["application/json, text/event-stream", "text/event-stream"],
+      ["TEXT/Event-Stream; charset=utf-8", "text/event-stream"],
+      ["text/event-stream;q=0", "application/json"],
+      ["text/event-stream;q=0.5, application/json", "application/json"],
+      ["application/json;q=0.5, text/event-stream", "text/event-stream"],
+      ["*/*", "application/json"],
+    ];
+    for (const [accept, type] of modes) {
+      const res = await api(`/sessions/${s.id}/events`, { headers: { Accept: accept } });
+      expect(res.status, accept).toBe(200);
+      expect(res.headers.get("Content-Type"), accept).toContain(type);
+      await res.body?.cancel();
+    }
+    for (const limit of ["0", "1001", "x", "-1"]) {
+      await expectApiError(await open(s.id, `?limit=${limit}`), 400, "invalid_request");
+    }
+    const ok = await open(s.id, "?limit=1");
+    expect(ok.status).toBe(200);
+    await ok.body?.cancel();
+  });
+
   it("answers 409 cursor_unavailable for a bad cursor before any stream starts", async () => {
     const s = await createSession();
     const e = await sendMessage(s.id, "a");
