@@ -12,6 +12,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError, type CallToolResult, type ContentBlock, type Progress } from "@modelcontextprotocol/sdk/types.js";
 import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/cfworker";
+import { bounded, foreign } from "../error-text.ts";
 import { callHeaders } from "./http-tool.ts";
 import { validateInput } from "./json-schema.ts";
 import { CallBudget, checkOutput, errorResult, label, neverSent, stoppedResult } from "./outcome.ts";
@@ -30,8 +31,11 @@ const CLOSE_GRACE_MS = 2_000;
 /** JSON-RPC errors by which a server refuses a request without running it (like an HTTP 4xx). */
 const REFUSED: ReadonlySet<number> = new Set([ErrorCode.ParseError, ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
 
-/** Longest part of a server's error message passed on to the model, characters. */
-const MESSAGE_CHARS = 200;
+/**
+ * Longest part of a server's error message passed on to the model, UTF-8 bytes. The message is cut
+ * only after it was redacted: a secret cut in two would no longer match its exact value.
+ */
+const MESSAGE_BYTES = 200;
 
 export async function callMcpTool(tool: HostTool, req: ToolCallRequest, ctx: ToolCallContext, env: ToolEnv): Promise<ToolResult> {
   const problem = validateInput(tool.input_schema, req.arguments);
@@ -68,7 +72,7 @@ export async function callMcpTool(tool: HostTool, req: ToolCallRequest, ctx: Too
       })) as CallToolResult;
     } catch (err) {
       if (budget.stopped) return stoppedResult(tool, budget.stopped);
-      return callFailure(tool, err);
+      return callFailure(tool, err, callSecrets(tool, ctx, env));
     }
     return checkOutput(tool, toResult(raw));
   } finally {
@@ -142,13 +146,22 @@ async function close(client: Client, transport: StreamableHTTPClientTransport): 
   }
 }
 
-function callFailure(tool: HostTool, err: unknown): ToolResult {
+/** What this call authenticates with: the values a server's error text must not carry on. */
+function callSecrets(tool: HostTool, ctx: ToolCallContext, env: ToolEnv): string[] {
+  const out = Object.values(ctx.headers ?? {});
+  if (ctx.bearer !== undefined) out.push(ctx.bearer);
+  const fromEnv = tool.token_env ? env[tool.token_env] : undefined;
+  if (fromEnv) out.push(fromEnv);
+  return out;
+}
+
+function callFailure(tool: HostTool, err: unknown, secrets: string[]): ToolResult {
   if (neverSent(err)) return errorResult(`${label(tool)} could not be reached`, false);
   const status = err instanceof StreamableHTTPError ? (err.code ?? 0) : 0;
   // A 3xx here is a redirect the SDK would not follow; like a 4xx, the server did not act.
   if (status >= 300 && status <= 599) return errorResult(`${label(tool)} MCP server returned HTTP ${status}`, status >= 500);
   if (err instanceof McpError) {
-    const message = err.message.replace(/^MCP error -?\d+: /, "").slice(0, MESSAGE_CHARS);
+    const message = bounded(foreign(err.message.replace(/^MCP error -?\d+: /, ""), secrets), MESSAGE_BYTES);
     return errorResult(`${label(tool)} MCP server answered with an error: ${message}`, !REFUSED.has(err.code));
   }
   return errorResult(`${label(tool)} MCP call failed after it was sent`, true);

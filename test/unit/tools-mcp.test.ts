@@ -210,6 +210,25 @@ describe("raw MCP peer", () => {
     expect(Date.now() - started).toBeLessThan(10_000);
   });
 
+  it("an error message quoting the call's credential is redacted before it is cut, wherever the cut falls", async () => {
+    const secret = "mcp-SECRET-kk42-1122334455";
+    const override = "override-SECRET-abc-998877";
+    for (const [o, value] of [[{ env: { MCP_TOKEN: secret } }, secret], [{ env: { MCP_TOKEN: secret }, ctx: { bearer: override } }, override]] as const) {
+      for (const pad of [0, 150, 166, 175, 185, 195]) {
+        onCall = (res, id) => {
+          const error = { code: -32603, message: `${"p".repeat(pad)}Bearer ${value} and again ${value}` };
+          res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id, error }));
+        };
+        const r = await call(mcpTool("x", { url, token_env: "MCP_TOKEN" }), {}, o).result;
+        expectError(r, true, /MCP server answered with an error: p*/);
+        const text = (r.content[0] as { text: string }).text;
+        // No run of the secret longer than a few characters survives, also cut off at the end.
+        for (let n = 5; n <= value.length; n++) expect(text, `pad ${pad}`).not.toContain(value.slice(0, n));
+        expect(Buffer.byteLength(text.slice(text.indexOf(": ") + 2))).toBeLessThanOrEqual(200);
+      }
+    }
+  });
+
   it("a 5xx on tools/call has unknown_outcome; a 4xx does not", async () => {
     onCall = (res) => void res.writeHead(502).end();
     expectError(await call(mcpTool("x", { url }), {}).result, true, /MCP server returned HTTP 502/);
