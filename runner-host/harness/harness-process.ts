@@ -294,6 +294,7 @@ export class HarnessProcess {
         onError: (err) => this.#violation(err.message),
       },
       DEFAULT_MAX_LINE_BYTES,
+      (line) => this.#redact(line),
     );
     let partial = "";
     child.stderr!.setEncoding("utf8");

@@ -33,8 +33,12 @@ export class JsonlDecoder {
   #buffer = "";
   #failed = false;
 
-  constructor(maxLineBytes = DEFAULT_MAX_LINE_BYTES) {
+  /** Applied to a bad line before any of it is quoted: a quote is cut, and a cut secret no longer matches. */
+  readonly #scrub: (line: string) => string;
+
+  constructor(maxLineBytes = DEFAULT_MAX_LINE_BYTES, scrub: (line: string) => string = (l) => l) {
     this.maxLineBytes = maxLineBytes;
+    this.#scrub = scrub;
   }
 
   get failed(): boolean {
@@ -82,11 +86,12 @@ export class JsonlDecoder {
     let value: unknown;
     try {
       value = JSON.parse(line);
-    } catch (err) {
-      return this.#error(`unparsable line: ${(err as Error).message}; starts with ${preview(line)}`);
+    } catch {
+      // Not JSON.parse's message: it quotes the line around the error, unscrubbed.
+      return this.#error(`unparsable line (not JSON); starts with ${preview(this.#scrub(line))}`);
     }
     if (value === null || typeof value !== "object" || Array.isArray(value)) {
-      return this.#error(`line is not a JSON object: ${preview(line)}`);
+      return this.#error(`line is not a JSON object: ${preview(this.#scrub(line))}`);
     }
     return { ok: true, value: value as JsonObject };
   }
@@ -120,8 +125,9 @@ export function attachJsonlReader(
   stream: Readable,
   handlers: JsonlReaderHandlers,
   maxLineBytes = DEFAULT_MAX_LINE_BYTES,
+  scrub?: (line: string) => string,
 ): () => void {
-  const decoder = new JsonlDecoder(maxLineBytes);
+  const decoder = new JsonlDecoder(maxLineBytes, scrub);
   const deliver = (results: DecodeResult[]) => {
     for (const r of results) {
       if (r.ok) handlers.onMessage(r.value);

@@ -69,6 +69,19 @@ describe("svc-harness/1 JSON-lines framing", () => {
     expect(out[0]!.ok).toBe(false);
   });
 
+  it("scrubs a bad line before quoting any of it, so a secret cut by the quote does not survive in part", () => {
+    const key = "sk-provider-KEY-0123456789abcdefghij";
+    const scrub = (l: string) => l.split(key).join("[redacted]");
+    for (const pad of [0, 40, 60, 70, 75]) {
+      for (const line of [`${"x".repeat(pad)} ${key}`, `[${"1,".repeat(pad / 2)}"${key}"]`]) {
+        const d = new JsonlDecoder(undefined, scrub);
+        const [message] = values(d.push(`${line}\n`));
+        expect(message).toMatch(/unparsable line|not a JSON object/);
+        for (let n = 6; n <= key.length; n++) expect(String(message), `pad ${pad}`).not.toContain(key.slice(0, n));
+      }
+    }
+  });
+
   it("reports bytes left without LF at end of stream; a clean end reports nothing", () => {
     const cut = new JsonlDecoder();
     cut.push('{"a":1}\n{"b"');
