@@ -4,7 +4,7 @@ import { ApiError, SvcClient } from "../../client/index.ts";
 /** A fetch that answers every request with `429` and records what it was asked. */
 function refusingFetch(): { fetch: typeof fetch; calls: { url: string; auth: string | null }[] } {
   const calls: { url: string; auth: string | null }[] = [];
-  const fake = (async (input: RequestInfo | URL, init?: RequestInit) => {
+  const fake = (async (input: string | URL | Request, init?: RequestInit) => {
     calls.push({ url: String(input), auth: new Headers(init?.headers).get("Authorization") });
     return new Response(JSON.stringify({ error: { code: "overloaded", message: "full" }, request_id: "r" }), {
       status: 429,
