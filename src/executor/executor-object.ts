@@ -113,8 +113,10 @@ export class ExecutorObject extends DurableObject<Env> {
       if (!this.#conns.socket(connection)) return { result: unavailableResult("its executor is not connected") };
       if (this.#state.pending(d.call_id)) return {};
       this.#state.addPending(d.call_id, connection!, d.session);
-      // The override joins the command here, on its way out; it is never stored.
-      const args = d.credential === undefined ? d.arguments : { ...d.arguments, [CREDENTIAL_ARGUMENT]: d.credential };
+      // The override joins the command here, on its way out; it is never stored. The member is the
+      // service's alone: one the model sent is dropped, so an executor never acts on a forged value.
+      const { [CREDENTIAL_ARGUMENT]: _fromModel, ...modelArgs } = d.arguments;
+      const args = d.credential === undefined ? modelArgs : { ...modelArgs, [CREDENTIAL_ARGUMENT]: d.credential };
       const sent = this.#conns.send(connection, { type: "call", connection: connection!, call_id: d.call_id, tool: d.tool, arguments: args, scope: d.scope });
       if (!sent) {
         this.#state.remove(d.call_id);

@@ -20,11 +20,12 @@ async function register(): Promise<ExecutorCredential> {
   return (await res.json()) as ExecutorCredential;
 }
 
-const dispatch = (id: string, callId: string) =>
+const dispatch = (id: string, callId: string, args: Record<string, unknown> = {}, credential?: string) =>
   env.EXECUTORS.getByName(id).dispatch({
     call_id: callId,
     tool: "lookup",
-    arguments: {},
+    arguments: args,
+    ...(credential !== undefined ? { credential } : {}),
     scope: { tenant_id: "acme", session_id: "b".repeat(32), call_id: callId },
     session: `${"b".repeat(32)}:acme`,
   }) as unknown as Promise<Result<Dispatched>>;
@@ -75,6 +76,18 @@ describe("ExecutorObject", () => {
     }));
     // The lost call's result went to its session (which no longer waits for it) and the row is gone.
     expect(after).toEqual({ pending: [], alarm: null });
+    frames.cancel();
+  });
+
+  it("a $credential the model sent never reaches the executor: dropped without an override, replaced with one", async () => {
+    const cred = await register();
+    const frames = sseReader((await api(`/executors/${cred.id}/commands`, { token: cred.token })).body!);
+    await frames.next("ready");
+    const forged = { q: "x", $credential: "MODEL-FORGED" };
+    expect(await dispatch(cred.id, "1".repeat(32), forged)).toEqual({ ok: true, value: {} });
+    expect(JSON.parse((await frames.next("the call without an override"))!.data!).arguments).toEqual({ q: "x" });
+    expect(await dispatch(cred.id, "2".repeat(32), forged, "the-override")).toEqual({ ok: true, value: {} });
+    expect(JSON.parse((await frames.next("the call with an override"))!.data!).arguments).toEqual({ q: "x", $credential: "the-override" });
     frames.cancel();
   });
 
