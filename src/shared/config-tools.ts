@@ -42,7 +42,12 @@ export function externalRefs(schema: unknown): { path: PropertyKey[]; ref: unkno
   return found.reverse();
 }
 
-function jsonSchema(requireObjectType: boolean) {
+/**
+ * A tool's JSON Schema, checked the way the call-time validator will read it: host `tools` entries
+ * and executors' runtime tools alike, so neither kind is accepted only to fail (or check nothing)
+ * on every call.
+ */
+export function jsonSchema(requireObjectType: boolean) {
   return z.record(z.string(), z.unknown()).superRefine((schema, ctx) => {
     if (requireObjectType && schema.type !== "object") {
       ctx.addIssue({ code: "custom", message: 'must be a JSON Schema with "type": "object" (tool arguments are an object)' });

@@ -11,7 +11,7 @@
  */
 import { z } from "zod";
 import { ToolSchema } from "./api-schema.ts";
-import { externalRefs, TOOL_NAME_PATTERN } from "./config-tools.ts";
+import { jsonSchema, TOOL_NAME_PATTERN } from "./config-tools.ts";
 import { component, Hex32 } from "./contract-registry.ts";
 import { ID_ANY_CASE_PATTERN, ID_PATTERN } from "./ids.ts";
 import { ToolResultSchema, type ToolResult } from "./result-schema.ts";
@@ -27,20 +27,15 @@ export const EXECUTOR_TOKEN = /^[a-f0-9]{64}$/;
 /** A binding alias: the same bounds as `ToolBinding.alias` in a session config. */
 export const ALIAS_MAX_CHARS = 64;
 
-const NO_EXTERNAL_REFS = { error: "external $ref URLs are not allowed; only references starting with # are" };
-
 /** A runtime tool descriptor: a spec Tool whose name the model can call. */
 export const RuntimeToolSchema = component(
   "RuntimeTool",
   ToolSchema.extend({
     name: z.string().regex(TOOL_NAME_PATTERN, { error: "must start with a letter and contain only letters, digits and _ (at most 64 characters)" }),
-    input_schema: z
-      .record(z.string(), z.unknown())
-      .refine((s) => s.type === "object", { error: 'must be a JSON Schema with "type": "object" (tool arguments are an object)' })
-      .refine((s) => externalRefs(s).length === 0, NO_EXTERNAL_REFS),
-    output_schema: z.record(z.string(), z.unknown()).refine((s) => externalRefs(s).length === 0, NO_EXTERNAL_REFS).optional(),
+    input_schema: jsonSchema(true),
+    output_schema: jsonSchema(false).optional(),
   }),
-  'A Tool an executor serves. Its `name` is what the model calls (a letter, then letters, digits and `_`, at most 64); `input_schema` has `"type": "object"`; no external `$ref`.',
+  'A Tool an executor serves. Its `name` is what the model calls (a letter, then letters, digits and `_`, at most 64); `input_schema` has `"type": "object"`; no external `$ref`; each schema must compile (valid `pattern`s, `$ref`s that resolve in the document, keywords of the right shape), as for host tools.',
 );
 export type RuntimeTool = z.output<typeof RuntimeToolSchema>;
 

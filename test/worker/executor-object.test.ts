@@ -91,6 +91,31 @@ describe("ExecutorObject", () => {
     frames.cancel();
   });
 
+  it("refuses at registration a tool schema that would fail, or check nothing, on every call (as host tools are at -check)", async () => {
+    const bad: [string, Record<string, unknown>][] = [
+      ["input_schema.properties.x.pattern", { type: "object", properties: { x: { type: "string", pattern: "(" } } }],
+      ["input_schema", { type: "object", $ref: "#/$defs/nope" }],
+      ["input_schema.properties", { type: "object", properties: 5 }],
+      ["input_schema.required", { type: "object", required: "a" }],
+      ["input_schema.properties.x.type", { type: "object", properties: { x: { type: "text" } } }],
+      ["input_schema.$ref", { type: "object", $ref: "https://example.com/x.json" }],
+    ];
+    for (const [where, input_schema] of bad) {
+      const res = await api("/executors", { method: "POST", body: JSON.stringify({ binding: "dict", tools: [{ ...TOOL, input_schema }] }) });
+      const body = (await res.clone().json()) as { error: { message: string } };
+      await expectApiError(res, 400, "invalid_request");
+      expect(body.error.message, where).toContain(`tools[0].${where}`);
+    }
+    const output = await api("/executors", {
+      method: "POST",
+      body: JSON.stringify({ binding: "dict", tools: [{ ...TOOL, output_schema: { type: "object", properties: { y: { pattern: "[" } } } }] }),
+    });
+    await expectApiError(output, 400, "invalid_request");
+    const fine = { type: "object", properties: { x: { type: "string", pattern: "^[a-z]+$" }, y: { $ref: "#/$defs/y" } }, $defs: { y: { type: "integer" } } };
+    const ok = await api("/executors", { method: "POST", body: JSON.stringify({ binding: "dict", tools: [{ ...TOOL, input_schema: fine }] }) });
+    expect(ok.status).toBe(201);
+  });
+
   it("a call to an executor with no connection ends at once as unavailable, without unknown_outcome", async () => {
     const cred = await register();
     const r = await dispatch(cred.id, "d".repeat(32));
