@@ -35,7 +35,7 @@ export type Tool = z.infer<typeof ToolSchema>;
 
 export const ToolBindingSchema = component("ToolBinding", z.strictObject({
   alias: z.string().min(1).max(64),
-  executor: z.string().regex(ID_ANY_CASE_PATTERN, "must be a 32-hex executor id").optional(),
+  executor: z.string().regex(ID_ANY_CASE_PATTERN, "must be a 32-hex executor id").toLowerCase().optional(),
   operations: z.array(z.string().min(1)).optional(),
   parameters: z.unknown().optional(),
   provider: z.string().min(1).optional(),

@@ -123,6 +123,19 @@ describe("ExecutorObject", () => {
     expect(r.ok && r.value.result?.unknown_outcome).toBeUndefined();
   });
 
+  it("a binding naming the executor id in upper case is accepted and reported lowercase", async () => {
+    const cred = await register();
+    const res = await api("/sessions", {
+      method: "POST",
+      body: JSON.stringify(createBody({ config: { model: "openai/gpt-test", tools: [], bindings: [{ alias: "dict", executor: cred.id.toUpperCase() }] } })),
+    });
+    expect(res.status).toBe(201);
+    const s = (await res.json()) as { id: string; config: { bindings: { executor: string }[] } };
+    expect(s.config.bindings[0]!.executor).toBe(cred.id);
+    const got = (await (await api(`/sessions/${s.id}`)).json()) as typeof s;
+    expect(got.config.bindings[0]!.executor).toBe(cred.id);
+  });
+
   it("an executor id never registered is not found everywhere and leaves its object empty", async () => {
     const id = newId();
     const cred = { token: "x".repeat(40) };
