@@ -66,7 +66,9 @@ sessions.get("/", async (c) => {
   refuseInspection(p);
   const limit = pageLimit(c.req.query("limit"));
   // Ids are lowercase hex and accepted in either case (docs/api.md), so `after` is compared lowercased.
+  // Anything else is no position in the list: `%FF` would sort before every id and page 1 came back.
   const after = (c.req.query("after") ?? "").toLowerCase();
+  if (after !== "" && !isId(after)) throw invalid("after: must be the id of the previous page's last session (32 hex) or empty");
   const index = c.env.TENANTS.getByName(p.tenant);
   const conn = mirrorConnection(c.env, c.get("runtime"));
   if (!conn) return c.json({ sessions: await index.list(after, limit, p.session) });

@@ -38,7 +38,7 @@ export const SESSION_ROUTES: RouteContract[] = [
     description: "The tenant's sessions in ascending id order. A session-scoped token sees only its session.",
     tag: "sessions",
     access: "token",
-    query: { after: { schema: z.string(), description: "The last session id of the previous page." }, limit },
+    query: { after: { schema: z.string(), description: "The last session id of the previous page (either case), or empty for the first page. Anything else: `400`." }, limit },
     responses: { 200: { description: "A page of sessions.", json: SessionListSchema } },
     errors: [400, 401, 403, 500],
   },

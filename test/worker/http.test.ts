@@ -464,4 +464,15 @@ describe("List sessions", () => {
     const others = ((await (await api("/sessions", { token: tokens.other })).json()) as { sessions: Session[] }).sessions.map((x) => x.id);
     for (const id of ids) expect(others).not.toContain(id);
   });
+
+  it("answers 400 for an after that is no session id (undecodable, too short, not hex), and takes one in upper case", async () => {
+    for (const after of ["%FF", "%E0%A4%A", "zzz", "abc", "0".repeat(31), `${"0".repeat(32)}0`, "g".repeat(32)]) {
+      await expectApiError(await api(`/sessions?after=${after}`), 400, "invalid_request");
+    }
+    const ids = [(await createSession()).id, (await createSession()).id].sort();
+    const upper = ((await (await api(`/sessions?after=${ids[0]!.toUpperCase()}&limit=1000`)).json()) as { sessions: Session[] }).sessions.map((x) => x.id);
+    expect(upper).not.toContain(ids[0]);
+    expect(upper).toContain(ids[1]);
+    expect((await api("/sessions?after=")).status).toBe(200);
+  });
 });
