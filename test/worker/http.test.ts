@@ -121,6 +121,25 @@ describe("Create a session", () => {
     await expectApiError(await api("/sessions", { method: "POST", body: JSON.stringify(unknown) }), 400, "invalid_request");
     await expectApiError(await api("/sessions", { method: "POST", body: `${JSON.stringify(createBody())} {}` }), 400, "invalid_request");
   });
+
+  it("returns 400 for what could not be kept as sent, in free-form members too: a number beyond float range, a __proto__ key", async () => {
+    const body = (parameters: string) =>
+      JSON.stringify(createBody({ config: { model: "openai/m", tools: [], bindings: [{ alias: "w" }] } })).replace('"alias":"w"', `"alias":"w","parameters":${parameters}`);
+    const cases: [string, string][] = [
+      ['{"x":1e400}', "config.bindings[0].parameters.x: number is out of range"],
+      ['{"x":[1,-1e999]}', "config.bindings[0].parameters.x[1]: number is out of range"],
+      ['{"__proto__":{"city":"x"},"city":"Paris"}', "config.bindings[0].parameters.__proto__: the name __proto__ is not allowed"],
+      ['{"a":{"b":{"__proto__":1}}}', "config.bindings[0].parameters.a.b.__proto__: the name __proto__ is not allowed"],
+    ];
+    for (const [parameters, message] of cases) {
+      const res = await api("/sessions", { method: "POST", body: body(parameters) });
+      expect(((await res.clone().json()) as { error: { message: string } }).error.message).toBe(message);
+      await expectApiError(res, 400, "invalid_request");
+    }
+    const kept = await api("/sessions", { method: "POST", body: body('{"x":1e300,"y":-0,"z":"__proto__"}') });
+    expect(kept.status).toBe(201);
+    expect(((await kept.json()) as Session).config.bindings![0]!.parameters).toEqual({ x: 1e300, y: 0, z: "__proto__" });
+  });
 });
 
 describe("Request bodies: nesting depth", () => {
