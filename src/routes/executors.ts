@@ -84,6 +84,14 @@ executors.get("/:id/rpc", async (c) => {
   if (c.req.header("Origin") !== undefined) throw forbidden("browser origins may not connect to an executor");
   const stub = executorStub(c);
   if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") throw invalid("expected a WebSocket upgrade");
+  // Checked here so the answer is ours (error shape, request id): the runtime would refuse these
+  // itself at the 101, in plain text.
+  if (c.req.header("Sec-WebSocket-Version") !== "13") {
+    throw new ServiceError("invalid_request", "Sec-WebSocket-Version must be 13", 400, { "Sec-WebSocket-Version": "13" });
+  }
+  if (!/^[A-Za-z0-9+/]{22}==$/.test(c.req.header("Sec-WebSocket-Key") ?? "")) {
+    throw invalid("Sec-WebSocket-Key must be 16 bytes in base64");
+  }
   const offered = (c.req.header("Sec-WebSocket-Protocol") ?? "").split(",").map((s) => s.trim());
   if (!offered.includes(RPC_SUBPROTOCOL)) throw invalid(`the ${RPC_SUBPROTOCOL} subprotocol is required`);
   const auth = offered.find((s) => s.startsWith(AUTH_SUBPROTOCOL_PREFIX))?.slice(AUTH_SUBPROTOCOL_PREFIX.length);

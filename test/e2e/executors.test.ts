@@ -203,6 +203,37 @@ describe("registration and executor authentication", () => {
     expect(await upgrade(`/executors/${a.id}/rpc`, ["svc-rpc", `svc-auth.${a.token}`], "http://localhost:3000")).toBe(403);
     expect(await upgrade(`/executors/${a.id}/rpc`, [`svc-auth.${a.token}`])).toBe(400);
     expect(await upgrade(`/executors/${a.id}/rpc`, ["svc-rpc", `svc-auth.${a.token}`])).toBe(101);
+
+    // A handshake the runtime would refuse in plain text is refused by the service, in its own shape.
+    const http = await import("node:http");
+    const raw = (headers: Record<string, string>) =>
+      new Promise<{ status: number; headers: Record<string, unknown>; body: string }>((resolve, reject) => {
+        const req = http.request(`${stack.url}/executors/${a.id}/rpc`, {
+          headers: { Connection: "Upgrade", Upgrade: "websocket", "Sec-WebSocket-Protocol": `svc-rpc, svc-auth.${a.token}`, ...headers },
+        });
+        req.on("response", (res) => {
+          let body = "";
+          res.on("data", (c: Buffer) => (body += c));
+          res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+        });
+        req.on("upgrade", (res, socket) => (socket.destroy(), resolve({ status: 101, headers: res.headers, body: "" })));
+        req.on("error", reject);
+        req.end();
+      });
+    const key = Buffer.alloc(16, 7).toString("base64");
+    for (const [headers, message] of [
+      [{ "Sec-WebSocket-Version": "8", "Sec-WebSocket-Key": key }, "Sec-WebSocket-Version must be 13"],
+      [{ "Sec-WebSocket-Version": "13" }, "Sec-WebSocket-Key must be 16 bytes in base64"],
+      [{ "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "short" }, "Sec-WebSocket-Key must be 16 bytes in base64"],
+    ] as const) {
+      const res = await raw(headers);
+      expect(res.status, message).toBe(400);
+      expect(res.headers["x-request-id"]).toMatch(/^[0-9a-f]{32}$/);
+      expect(res.headers["x-content-type-options"]).toBe("nosniff");
+      expect(JSON.parse(res.body)).toEqual({ error: { code: "invalid_request", message }, request_id: res.headers["x-request-id"] });
+    }
+    expect((await raw({ "Sec-WebSocket-Version": "8", "Sec-WebSocket-Key": key })).headers["sec-websocket-version"]).toBe("13");
+    expect((await raw({ "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": key })).status).toBe(101);
   });
 
   it("a session names executors of its own tenant, for their alias, with their descriptors", async () => {
