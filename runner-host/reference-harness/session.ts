@@ -11,7 +11,7 @@
  */
 import { createHash } from "node:crypto";
 import { Agent, type AgentEvent, type AgentMessage } from "@mariozechner/pi-agent-core";
-import { streamSimple, type Api, type AssistantMessage, type Model } from "@mariozechner/pi-ai";
+import { parseJsonWithRepair, streamSimple, type Api, type AssistantMessage, type Model } from "@mariozechner/pi-ai";
 import { STATE_FORMAT, type CommandOf, type NativeState, type SessionEvent, type ToolResult } from "../harness/protocol.ts";
 import { CommandError, resolveEffort, resolveModel, splitModelRef } from "./model.ts";
 import { makeAgentTools, PendingCalls, toServiceContent, withRealSchemas, type ToolDetails } from "./tools.ts";
@@ -52,6 +52,13 @@ export class Session {
   /** call ids that reached the service; any other finished call was answered by pi itself. */
   #dispatched = new Set<string>();
   #argsById = new Map<string, Record<string, unknown>>();
+  /** The arguments text of each tool call of the message being streamed, by content index. */
+  #rawArgs = new Map<number, string>();
+  /**
+   * Calls whose arguments text was no whole JSON object: pi would hand the tool `{}` for text it
+   * cannot parse, and the completed part of a cut-off object; such a call is refused, not dispatched.
+   */
+  #badArgs = new Map<string, string>();
   /** The current generation was started with an already-aborted signal: it never reached the provider. */
   #stillborn = false;
 
@@ -73,7 +80,10 @@ export class Session {
         systemPrompt: cmd.instructions || DEFAULT_INSTRUCTIONS,
         model: this.model,
         thinkingLevel: level,
-        tools: makeAgentTools(cmd.tools, this.#calls, { dispatch: (id, name, args) => this.#dispatch(id, name, asObject(args)) }),
+        tools: makeAgentTools(cmd.tools, this.#calls, {
+          dispatch: (id, name, args) => this.#dispatch(id, name, asObject(args)),
+          refusal: (id) => this.#badArgs.get(id),
+        }),
         messages: records,
       },
       // Providers use it as a prompt-cache key; a digest keeps our session id off the wire.
@@ -148,11 +158,19 @@ export class Session {
 
   #onAgentEvent(event: AgentEvent): void {
     switch (event.type) {
-      case "message_update":
-        if (event.assistantMessageEvent.type === "text_delta") {
-          this.#emit({ type: "assistant.delta", text: event.assistantMessageEvent.delta });
+      case "message_update": {
+        const m = event.assistantMessageEvent;
+        if (m.type === "text_delta") this.#emit({ type: "assistant.delta", text: m.delta });
+        else if (m.type === "start") this.#rawArgs.clear();
+        else if (m.type === "toolcall_delta") this.#rawArgs.set(m.contentIndex, (this.#rawArgs.get(m.contentIndex) ?? "") + m.delta);
+        else if (m.type === "toolcall_end") {
+          const raw = this.#rawArgs.get(m.contentIndex) ?? "";
+          this.#rawArgs.delete(m.contentIndex);
+          const problem = argumentsProblem(raw);
+          if (problem) this.#badArgs.set(m.toolCall.id, `the arguments of this call to "${m.toolCall.name}" ${problem}; it was not run`);
         }
         return;
+      }
       case "message_end":
         if (event.message.role === "assistant" && !(this.#stillborn && event.message.stopReason === "aborted")) {
           this.#emit(assistantMessage(event.message));
@@ -190,6 +208,8 @@ export class Session {
     const end = this.#classify(start);
     this.#dispatched.clear();
     this.#argsById.clear();
+    this.#badArgs.clear();
+    this.#rawArgs.clear();
     this.#emit({ type: "turn.end", ...end });
     if (this.#turn === turn) this.#turn = undefined;
   }
@@ -214,6 +234,22 @@ function restoreRecords(state: OpenCommand["state"]): AgentMessage[] {
     if (!NATIVE_ROLES.has(r.role as string)) throw new CommandError("invalid_state", `record ${i} has no known role`);
   });
   return state.records as unknown as AgentMessage[];
+}
+
+/**
+ * Why a tool call's streamed arguments text is no whole JSON object, or undefined when it is one (or
+ * empty: a call without arguments). pi's own repair of string literals (raw control characters,
+ * stray backslashes) is allowed; a cut-off object, text that is no JSON, or a non-object is not.
+ */
+export function argumentsProblem(raw: string): string | undefined {
+  if (raw.trim() === "") return undefined;
+  let value: unknown;
+  try {
+    value = parseJsonWithRepair(raw);
+  } catch {
+    return "are not complete JSON (cut off, or no JSON at all)";
+  }
+  return value !== null && typeof value === "object" && !Array.isArray(value) ? undefined : "are not a JSON object";
 }
 
 /** Tool arguments on the wire are an object; pi already turns unparsable JSON into `{}`. */

@@ -23,6 +23,8 @@ export interface ToolDetails {
 export interface ToolWaits {
   /** Called once per dispatched call, before the harness waits for its result. */
   dispatch(callId: string, name: string, args: Record<string, unknown>): void;
+  /** Why this call must not run (its arguments were not what the model meant to send), if so. */
+  refusal?(callId: string): string | undefined;
 }
 
 interface Waiter {
@@ -69,6 +71,9 @@ export function makeAgentTools(specs: ToolSpec[], calls: PendingCalls, waits: To
     description: spec.description,
     parameters: {} as TSchema,
     execute: (callId: string, args: unknown, signal?: AbortSignal) => {
+      // Refused here, never dispatched: pi records the error as the call's result.
+      const refused = waits.refusal?.(callId);
+      if (refused !== undefined) return Promise.reject(new Error(refused));
       const waiting = calls.wait(callId, signal);
       if (!signal?.aborted) waits.dispatch(callId, spec.name, (args ?? {}) as Record<string, unknown>);
       return waiting;

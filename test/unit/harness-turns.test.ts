@@ -121,6 +121,30 @@ describe("reference harness on the scripted provider", () => {
     expect(log.events.filter((e) => e.type === "assistant.message").at(-1)).toMatchObject({ text: "tool launch_rockets returned: Tool launch_rockets not found" });
   });
 
+  it("refuses, without dispatching, a call whose arguments are no whole JSON object: cut off, no JSON, not an object", async () => {
+    for (const args of ['{"city":"Pa', "{bad json}", "5", '"Paris"', "[1,2]", "null"]) {
+      const { session, log } = await open();
+      await run(session, "t1", `refuse [[tool get_weather ${args}]]`);
+      const call = await log.next("tool.call");
+      const result = await log.next("tool.result");
+      expect(result, args).toMatchObject({
+        call_id: call.call.id,
+        result: { is_error: true, content: [{ type: "text", text: expect.stringMatching(/^the arguments of this call to "get_weather" are not (complete JSON|a JSON object).*; it was not run$/) }] },
+      });
+      // Answered by the harness itself: a tool_result from the service now finds no pending call.
+      const late = await hp.request({ op: "tool_result", session, call_id: call.call.id, result: { content: [] } });
+      expect(late).toMatchObject({ ok: false, error: { code: "unknown_call" } });
+      expect((await log.next("turn.end")).status).toBe("completed");
+    }
+    // What pi repairs in a string literal (a raw control character) is still a whole object: dispatched.
+    const { session, log } = await open();
+    await run(session, "t1", 'repair [[tool get_weather {"city":"Pa\tris"}]]');
+    const call = await log.next("tool.call");
+    expect(call.call.arguments).toEqual({ city: "Pa\tris" });
+    await ok(hp, { op: "tool_result", session, call_id: call.call.id, result: { content: [{ type: "text", text: "ok" }] } });
+    expect((await log.next("turn.end")).status).toBe("completed");
+  });
+
   it("interrupts a hanging stream: turn.end interrupted", async () => {
     const { session, log } = await open();
     const before = provider.requests.length;
