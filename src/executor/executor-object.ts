@@ -78,6 +78,11 @@ export class ExecutorObject extends DurableObject<Env> {
     return asResult(() => this.#state.info());
   }
 
+  /** The executor's tenant, for this token (404 unknown, 401 wrong token): whose stream slot a connection takes. */
+  tenantFor(digest: string): Result<string> {
+    return asResult(() => this.#authorize(digest).tenant);
+  }
+
   /** `POST /executors/{id}/close`: idempotent; pending dispatched calls end with unknown outcomes. */
   async close(digest: string, body: string): Promise<Result<Status>> {
     return asResultAsync(async () => {

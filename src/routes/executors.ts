@@ -13,6 +13,7 @@ import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
 import { pathId } from "../http/params.ts";
 import { openCommandStream } from "../sse/command-stream.ts";
+import { takeStreamSlot } from "../streams/stream-slot.ts";
 import { TOKEN_DIGEST_HEADER } from "../executor/executor-object.ts";
 import { existingSession } from "../persistence/lookup.ts";
 
@@ -76,7 +77,16 @@ executors.post("/:id/responses", async (c) => {
 executors.get("/:id/commands", async (c) => {
   const stub = executorStub(c);
   const digest = await tokenDigest(bearerToken(c.req.header("Authorization")));
-  return openCommandStream(stub, { [TOKEN_DIGEST_HEADER]: digest }, c.req.raw.signal);
+  // The token first (404, 401), then the stream's slot (429): a refused stream never reaches the
+  // object, so it does not replace the executor's live connection.
+  const tenant = unwrap(await stub.tenantFor(digest));
+  const hooks = await takeStreamSlot(c, tenant);
+  try {
+    return await openCommandStream(stub, { [TOKEN_DIGEST_HEADER]: digest }, c.req.raw.signal, hooks);
+  } catch (e) {
+    hooks.end();
+    throw e;
+  }
 });
 
 executors.get("/:id/rpc", async (c) => {

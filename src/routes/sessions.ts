@@ -1,12 +1,11 @@
 /** `/sessions` and `/sessions/{id}/*`: authorization here, state in the objects. */
 import { Hono } from "hono";
 import { CreateSessionSchema, EmptySchema, InputSchema, RestoreSchema } from "../shared/api-schema.ts";
-import { forbidden, invalid, overloaded, unsupported, unwrap, type Result } from "../shared/errors.ts";
+import { forbidden, invalid, unsupported, unwrap, type Result } from "../shared/errors.ts";
 import type { ExecutorInfo } from "../shared/executor-protocol.ts";
 import { isId } from "../shared/ids.ts";
 import { log } from "../log.ts";
-import { openStreams, type EndableStream } from "../streams/open-streams.ts";
-import { isolateSlots } from "../streams/stream-slots.ts";
+import { takeStreamSlot } from "../streams/stream-slot.ts";
 import { refuseInspection, requireManage, requireSessionAccess, requireToken, requireWrite } from "../http/auth.ts";
 import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
@@ -107,17 +106,7 @@ sessions.get("/:id/events", async (c) => {
     const cursor = after ?? c.req.header("Last-Event-ID") ?? "";
     const { limits } = c.get("runtime").config;
     const budget = { events: limits.subscriber_events, bytes: limits.subscriber_bytes };
-    // Streams opened after a shutdown ended the others would be cut when the runtime stops.
-    if (openStreams.closing) throw overloaded("the service is shutting down");
-    // limits.subscribers counts streams across the deployment; this isolate holds slots in blocks.
-    const tenant = c.get("principal").tenant;
-    const slots = isolateSlots(c.env);
-    if (!(await slots.acquire(tenant))) throw overloaded("too many event streams are open");
-    const hooks = {
-      tick: () => background(c, slots.tick()),
-      end: () => background(c, slots.release(tenant)),
-      track: (stream: EndableStream) => openStreams.add(stream),
-    };
+    const hooks = await takeStreamSlot(c, c.get("principal").tenant);
     try {
       return await openSessionStream(stub, cursor, budget, c.req.raw.signal, call, hooks);
     } catch (e) {
@@ -177,17 +166,6 @@ sessions.post("/:id/restore", async (c) => {
   requirePersistence(c);
   return c.json(unwrap(await stub.restore(body.checkpoint.toLowerCase())));
 });
-
-/** Work that must finish after the response (slot bookkeeping); failures are logged, never thrown. */
-function background(c: AppContext, p: Promise<void> | undefined): void {
-  if (!p) return;
-  const logged = p.catch((e) => log("error", "stream slot sync failed", { error: String(e) }));
-  try {
-    c.executionCtx.waitUntil(logged);
-  } catch {
-    // No execution context (the app called directly): the promise still runs.
-  }
-}
 
 /**
  * SSE mode when `Accept` lists `text/event-stream` with a non-zero `q` (`q=0` is "not acceptable",

@@ -22,7 +22,7 @@ export const EXECUTOR_ROUTES: RouteContract[] = [
     path: "/executors/{id}/commands",
     operationId: "executorCommands",
     summary: "Receive commands over SSE",
-    description: "The first frame is `ready` with the `connection` replies must name. Commands are not replayed after a drop.",
+    description: "The first frame is `ready` with the `connection` replies must name. Commands are not replayed after a drop. The stream takes one of `limits.subscribers` (`429` past it, after the token check).",
     tag: "executors",
     access: "executor",
     responses: { 200: { description: "An SSE stream of command frames.", sse: SseCommandFrameSchema } },

@@ -13,7 +13,15 @@ import { acceptObjectSocket, type ObjectStub } from "./object-socket.ts";
 
 const encoder = new TextEncoder();
 
-export async function openCommandStream(stub: ObjectStub, headers: Record<string, string>, signal: AbortSignal): Promise<Response> {
+/** `tick`: about once a second while the stream is open; `end`: once, when it has ended. */
+export type CommandStreamHooks = { tick?: () => void; end?: () => void };
+
+export async function openCommandStream(
+  stub: ObjectStub,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+  hooks: CommandStreamHooks = {},
+): Promise<Response> {
   const ws = await acceptObjectSocket(stub, "https://executor/commands", headers);
 
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
@@ -27,6 +35,7 @@ export async function openCommandStream(stub: ObjectStub, headers: Record<string
     if (done) return;
     done = true;
     clearInterval(timer);
+    hooks.end?.();
     try {
       ws.close(1000, "stream ended");
     } catch {
@@ -58,6 +67,7 @@ export async function openCommandStream(stub: ObjectStub, headers: Record<string
   signal.addEventListener("abort", () => finish(false));
 
   const timer = setInterval(() => {
+    hooks.tick?.();
     const now = Date.now();
     if (pending.length > 0 && now - pending[0]! >= WRITE_DEADLINE_MS) return finish(false);
     if (pending.length === 0 && now - lastWrite >= KEEPALIVE_MS) write(KEEPALIVE);

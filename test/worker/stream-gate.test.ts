@@ -80,4 +80,39 @@ describe("SSE through the Worker: limits.subscribers counts streams on every ses
     await endByClose(s1.id, a);
     await endByClose(s2.id, b);
   });
+
+  it("counts an executor's command stream too: the third SSE connection is 429 whatever it carries, and the refused one does not replace the executor's live connection", async () => {
+    const register = async () => {
+      const tools = [{ name: "lookup", description: "d", input_schema: { type: "object" } }];
+      const res = await api("/executors", { method: "POST", body: JSON.stringify({ binding: "dict", tools }) });
+      return (await res.json()) as { id: string; token: string };
+    };
+    const commands = (e: { id: string; token: string }) => api(`/executors/${e.id}/commands`, { token: e.token });
+    const [x, y] = [await register(), await register()];
+    const s1 = await createSession();
+    const events = sseReader((await open(s1.id)).body!);
+    const live = await commands(x);
+    expect(live.status).toBe(200);
+    const liveFrames = sseReader(live.body!);
+    expect((await liveFrames.next("ready"))!.event).toBe("ready");
+    // Full (2): another executor's stream, a second stream of the same executor, and an event stream.
+    const refused = await commands(y);
+    expect(refused.headers.get("Retry-After")).toBe("1");
+    await expectApiError(refused, 429, "overloaded");
+    await expectApiError(await commands(x), 429, "overloaded");
+    await expectApiError(await open((await createSession()).id), 429, "overloaded");
+    // Token checks come first: a wrong token is 401, an unknown executor 404, also when full.
+    await expectApiError(await api(`/executors/${x.id}/commands`, { token: y.token }), 401, "forbidden");
+    await expectApiError(await api(`/executors/${newId()}/commands`, { token: x.token }), 404, "not_found");
+    // x's live connection was not replaced by the refused second stream.
+    const info = await runInDurableObject(env.EXECUTORS.getByName(x.id), (_, state) => state.getWebSockets().length);
+    expect(info).toBe(1);
+    // A command stream that ended (its executor closed) has given its slot back before the client sees the end.
+    expect((await api(`/executors/${x.id}/close`, { method: "POST", token: x.token, body: "{}" })).status).toBe(200);
+    while ((await liveFrames.next("the rest of the command stream")) !== undefined);
+    const opened = await commands(y);
+    expect(opened.status).toBe(200);
+    await opened.body!.cancel();
+    await endByClose(s1.id, events);
+  });
 });
