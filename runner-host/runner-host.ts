@@ -167,7 +167,7 @@ export class RunnerHost {
     if (live.length >= this.#o.config.limits.loaded) {
       const victim = live.filter((s) => s.idle).sort((a, b) => a.lastUsed - b.lastUsed)[0];
       if (!victim) return this.#refuse(order, "full");
-      void victim.shutdown("dropped to make room (limits.loaded)");
+      void victim.yieldRoom("dropped to make room (limits.loaded)");
     }
     const s = new SessionRunner({
       name: session,

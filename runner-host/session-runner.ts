@@ -50,7 +50,7 @@ type Life =
   /** The open settled, successfully or not (`opened` says which). */
   | { at: "ready"; open: Open; opened: Opened }
   /** On its way out; `override` ends the turns it refuses from now on (shutdown). */
-  | { at: "leaving"; open?: Open; opened?: Opened; left: Promise<void>; override?: TurnEnd };
+  | { at: "leaving"; open?: Open; opened?: Opened; left: Promise<void>; override?: TurnEnd; yielded?: true };
 
 export type SessionRunnerOptions = {
   name: string;
@@ -149,6 +149,16 @@ export class SessionRunner implements PoolSession {
     return this.#leave(reason, true, override);
   }
 
+  /**
+   * Lets an idle session go to make room (`limits.loaded`). Nothing runs here after this: a `run`
+   * already on its way is dropped, not ended, and `detached` says `yielded` so the object queues
+   * that turn again for its next placement (it never ran).
+   */
+  yieldRoom(reason: string): Promise<void> {
+    if (!this.idle) return this.shutdown(reason);
+    return this.#leave(reason, true, undefined, true);
+  }
+
   /** Leaves without telling the object (its lease was superseded). */
   abandon(reason: string): Promise<void> {
     return this.#leave(reason, false);
@@ -173,6 +183,7 @@ export class SessionRunner implements PoolSession {
       }
       case "run":
         if (this.#life.at === "leaving") {
+          if (this.#life.yielded) return; // `detached` tells the object it never ran
           const end = this.#life.override ?? { status: "interrupted", error: { code: "conflict", message: "the session is leaving this runner-host" } };
           return void this.link.send({ t: "turn_end", turn: m.turn, ...end });
         }
@@ -300,21 +311,21 @@ export class SessionRunner implements PoolSession {
    * Ends everything here. `tell`: the object still listens (send `detached` and wait for its
    * ack); false when the lease is already gone.
    */
-  #leave(reason: string, tell: boolean, override?: TurnEnd): Promise<void> {
+  #leave(reason: string, tell: boolean, override?: TurnEnd, yielded?: true): Promise<void> {
     const from = this.#life;
     if (from.at === "leaving") {
       from.override ??= override;
       return from.left;
     }
     const { promise: left, resolve } = Promise.withResolvers<void>();
-    this.#life = { at: "leaving", open: this.#open, opened: this.#opened, left, ...(override ? { override } : {}) };
+    this.#life = { at: "leaving", open: this.#open, opened: this.#opened, left, ...(override ? { override } : {}), ...(yielded ? { yielded } : {}) };
     // An open still waiting for capacity is not wanted any more (a turn may wait on it).
     if (from.at === "opening") from.abort.abort();
-    resolve(this.#depart(reason, tell, this.#life.opened, override));
+    resolve(this.#depart(reason, tell, this.#life.opened, override, yielded));
     return left;
   }
 
-  async #depart(reason: string, tell: boolean, opened: Opened | undefined, override: TurnEnd | undefined): Promise<void> {
+  async #depart(reason: string, tell: boolean, opened: Opened | undefined, override: TurnEnd | undefined, yielded?: true): Promise<void> {
     this.#o.onChange();
     const end: TurnEnd = override ?? { status: "interrupted", error: { code: "conflict", message: "the turn was interrupted" } };
     for (const run of this.#runs.splice(0)) this.link.send({ t: "turn_end", turn: run.turn, ...end });
@@ -328,7 +339,7 @@ export class SessionRunner implements PoolSession {
     await opened;
     await this.#o.pool.evict(this);
     if (tell) {
-      this.link.send({ t: "detached", reason });
+      this.link.send({ t: "detached", reason, ...(yielded ? { yielded } : {}) });
       await this.link.waitAcked(DETACH_ACK_MS);
     }
     this.link.close(1000, "detached");

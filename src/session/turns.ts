@@ -146,6 +146,12 @@ export class Turns {
         return { events: this.#end(m, now), next: true };
       case "detached": {
         this.#s.set({ link_state: "none" });
+        if (turn && m.yielded) {
+          // Never started there: the input waits at the head of the queue for the next placement
+          // (the status stays `running`; its start emits nothing new).
+          this.#sql.exec("UPDATE inputs SET state = 'queued' WHERE state = 'running'");
+          return { events: [], detached: true, next: true };
+        }
         const events = turn
           ? this.#s.endWork(now, "failed", {
               running: { code: "service_error", message: `the harness let go of the session mid-turn: ${m.reason}` },

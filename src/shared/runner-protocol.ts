@@ -218,8 +218,12 @@ const NumberedUpSchemas = [
     status: z.enum(["completed", "interrupted", "failed"]),
     error: z.strictObject({ code: z.enum(["provider_error", "service_error", "conflict"]), message: z.string() }).optional(),
   }),
-  /** The runner-host let go of the session (idle eviction, harness crash, shutdown). */
-  z.strictObject({ t: z.literal("detached"), seq: Seq, reason: z.string() }),
+  /**
+   * The runner-host let go of the session (idle eviction, harness crash, shutdown). `yielded`: it let
+   * go of an idle session to make room (`limits.loaded`) and started no turn after deciding to, so a
+   * turn the object began meanwhile (its `run` crossed the decision) never ran: it is queued again.
+   */
+  z.strictObject({ t: z.literal("detached"), seq: Seq, reason: z.string(), yielded: z.literal(true).optional() }),
 ] as const;
 export const NumberedUpSchema = z.discriminatedUnion("t", [...NumberedUpSchemas]);
 export type NumberedUp = z.infer<typeof NumberedUpSchema>;

@@ -129,6 +129,24 @@ describe("runner-host capacity", () => {
     await Promise.all([turnEnd(b, hb.turn), turnEnd(c, hc.turn)]);
   });
 
+  it("limits.loaded: a run that crosses the decision to drop an idle session is not ended there, and detached says yielded", async () => {
+    rig = await Rig.start({ limits: { active: 1, loaded: 1 } });
+    const control = await rig.svc.control();
+    const a = await rig.open("yd-a");
+    await opened(a);
+    a.autoAck = false; // holds the runner-host between `detached` and the link's close
+    control.send({ t: "attach", session: "yd-b", lease: 1, harness: "ref" });
+    expect(await a.ups.find((m) => m.t === "detached")).toMatchObject({ reason: "dropped to make room (limits.loaded)", yielded: true });
+    // The object began a turn meanwhile: its run reaches a session that is leaving.
+    const turn = rig.run(a, "crossing-marker");
+    await a.acks.find((down) => down >= 2);
+    a.ack();
+    await a.sockets.find((x) => !x.open);
+    expect(a.ups.items.filter((m) => m.t === "turn_end")).toEqual([]);
+    expect(requestIndex(rig, "crossing-marker")).toBe(-1);
+    expect(turn).toMatch(/^[0-9a-f]{32}$/);
+  });
+
   it("sends a status when what placement needs changes (loaded; at the limit, any session idle or not), not at every turn", async () => {
     rig = await Rig.start({ limits: { active: 2, loaded: 2 } });
     const control = await rig.svc.control();

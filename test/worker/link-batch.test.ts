@@ -2,7 +2,8 @@
  * The runner link's `batch` frame at the SessionObject (src/shared/runner-protocol.ts): several
  * numbered messages in one frame are applied once each, in one transaction, and acked once; after
  * a link drop the runner-host resends what it has not seen acked, and nothing is lost or doubled.
- * Live messages and acks may ride in a frame; they are published or applied in their place.
+ * Live messages and acks may ride in a frame; they are published or applied in their place. A
+ * `detached` that says `yielded` (a make-room drop) queues a turn the runner-host never ran again.
  * The test plays the runner-host: a control socket at the pool, then the session's link socket.
  */
 import { runInDurableObject } from "cloudflare:test";
@@ -120,6 +121,36 @@ describe("runner link batch frames", () => {
     // The native records were stored once.
     const nativeRows = await runInDurableObject(sessionStub(s.id), (_, state) => state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM native").one().n);
     expect(nativeRows).toBe(1);
+  });
+
+  it("a detached that says yielded queues the turn it never ran again: no error, and the turn runs on the next placement", async () => {
+    const control = await runnerHost();
+    const s = await createSession();
+    const input = await sendMessage(s.id, "hi");
+    const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
+    const opening = async (lease: number) => {
+      const l = await link(s.id, lease);
+      await l.box.next((m) => m.t === "ack", "the ack on accept");
+      l.send({ t: "hello", down: 0 });
+      await l.box.next((m) => m.t === "open", "open");
+      l.send({ t: "ack", down: 1 });
+      l.send({ t: "opened", seq: 1 });
+      return { l, run: (await l.box.next((m) => m.t === "run", "run")) as Extract<LinkDown, { t: "run" }> };
+    };
+    const first = await opening(attach.lease!);
+    expect(first.run.turn).toBe(input.id);
+    // The runner-host had chosen this session to make room before the run reached it.
+    first.l.send({ t: "detached", seq: 2, reason: "dropped to make room (limits.loaded)", yielded: true });
+    const again = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true && m.lease! > attach.lease!, "a new placement");
+    const second = await opening(again.lease!);
+    expect(second.run.turn).toBe(input.id);
+    second.l.send({ t: "turn_end", seq: 2, turn: input.id, status: "completed" });
+    await second.l.box.next((m) => m.t === "ack" && m.up === 2, "the turn end's ack");
+    expect((await events(s.id)).map((e) => [e.type, e.data.status ?? e.data.text])).toEqual([
+      ["user.message", "hi"],
+      ["session.status", "running"],
+      ["session.status", "idle"],
+    ]);
   });
 
   it(`takes a batch of MAX_BATCH (${MAX_BATCH}) items and refuses one item more: the link is closed`, async () => {
