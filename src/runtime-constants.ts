@@ -3,6 +3,12 @@
 /** Variable the local stack binds its generated runner secret to when `runners` is absent. */
 export const DEFAULT_RUNNER_SECRET_VAR = "SVC_RUNNER_SECRET";
 
+/**
+ * Where the local stack's shutdown first tells the Worker it is shutting down (runner secret): new
+ * work is refused and readiness fails from then on, before the runner-host starts draining.
+ */
+export const DRAIN_PATH = "/internal/drain";
+
 /** Where the local stack's shutdown ends the Worker's open event streams (runner secret). */
 export const END_STREAMS_PATH = "/internal/streams/end";
 

@@ -8,7 +8,7 @@ import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { parseListen, type HostConfig } from "../../src/shared/config-schema.ts";
 import { referencedVariables } from "../../src/shared/config-vars.ts";
-import { DEFAULT_RUNNER_SECRET_VAR, END_STREAMS_PATH, STREAM_END_MS } from "../../src/runtime-constants.ts";
+import { DEFAULT_RUNNER_SECRET_VAR, DRAIN_PATH, END_STREAMS_PATH, STREAM_END_MS } from "../../src/runtime-constants.ts";
 import { configuredRegions } from "../../src/runner/pool-name.ts";
 import { reloadEnvFileBeside, resolveDataDir } from "./config-file.ts";
 import { log, relayLine, type LogFields } from "../log.ts";
@@ -128,13 +128,32 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
       log("info", "worker reloaded");
     },
     async stop() {
-      // Turns end as interrupted by shutdown and reach their objects before the objects go away;
+      // New work is refused first (at once, not when the fleet snapshot next sees the drain); then
+      // turns end as interrupted by shutdown and reach their objects before the objects go away;
       // then open event streams take those final events and end before the runtime is killed.
+      await beginDrain(url, secret);
       await runner?.stop();
       await endEventStreams(url, secret);
       await mf.dispose();
     },
   };
+}
+
+/** Longest the drain call may take, ms: a Worker that does not answer must not hold the stop. */
+const DRAIN_CALL_MS = 2_000;
+
+/** Tells the Worker the stack is shutting down: new sessions, messages and streams get `429`. */
+async function beginDrain(url: string, secret: string): Promise<void> {
+  try {
+    const res = await fetch(`${url}${DRAIN_PATH}`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${secret}` },
+      signal: AbortSignal.timeout(DRAIN_CALL_MS),
+    });
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+  } catch (e) {
+    log("warn", "could not tell the worker to refuse new work", { error: String(e) });
+  }
 }
 
 /** Slack over the Worker's own bound for the end-streams call to answer, ms. */

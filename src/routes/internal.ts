@@ -15,6 +15,7 @@ import { log } from "../log.ts";
 import { fleetStatus } from "../runner/fleet.ts";
 import { configuredRegions, poolName } from "../runner/pool-name.ts";
 import { openStreams } from "../streams/open-streams.ts";
+import { beginShutdown } from "../http/draining.ts";
 import { STREAM_END_MS } from "../runtime-constants.ts";
 import { REGION_HEADER } from "../runner/runner-pool.ts";
 import { sessionObjectName } from "../session/session-object.ts";
@@ -75,6 +76,17 @@ internal.get("/status", async (c) => {
     protocol: RUNNER_PROTOCOL,
     regions: await fleetStatus(c.env, rt.config, 0),
   });
+});
+
+/**
+ * `POST /internal/drain` (DRAIN_PATH, runner secret): the local stack's first step on a signal.
+ * From then on this isolate refuses new sessions, messages and streams (`429`) and readiness is
+ * `503`, while the runner-host interrupts the running turns.
+ */
+internal.post("/drain", (c) => {
+  beginShutdown();
+  log("info", "shutting down: new work is refused");
+  return c.json({ status: "draining" });
 });
 
 /**

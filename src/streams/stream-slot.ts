@@ -5,6 +5,7 @@
  * given back once when it ends; the isolate's holding is renewed while streams are open.
  */
 import type { AppContext } from "../http/context.ts";
+import { isShuttingDown } from "../http/draining.ts";
 import { log } from "../log.ts";
 import { overloaded } from "../shared/errors.ts";
 import { openStreams, type EndableStream } from "./open-streams.ts";
@@ -14,7 +15,7 @@ export type SlotHooks = { tick: () => void; end: () => void; track: (stream: End
 
 export async function takeStreamSlot(c: AppContext, tenant: string): Promise<SlotHooks> {
   // Streams opened after a shutdown ended the others would be cut when the runtime stops.
-  if (openStreams.closing) throw overloaded("the service is shutting down");
+  if (openStreams.closing || isShuttingDown()) throw overloaded("the service is shutting down");
   // limits.subscribers counts streams across the deployment; this isolate holds slots in blocks.
   const slots = isolateSlots(c.env);
   if (!(await slots.acquire(tenant))) throw overloaded("too many SSE streams are open");

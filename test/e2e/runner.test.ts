@@ -165,9 +165,23 @@ describe("runner-host lost and shutdown", () => {
   it("SIGTERM interrupts running turns, ends open streams, and exits within about 20 seconds", async () => {
     const stack = await startStack({ config: config(), env });
     const s = await session(stack);
+    const idle = (await call(stack.url, "POST", "/sessions", { token: env.MANAGE, body: { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } } })).body.id;
     const m = await say(stack, s, "[[hang]]");
     await statusFrame(s, "running");
     const stopped = stack.stop("SIGTERM");
+    // The running turn is interrupted only after the Worker was told: from then on new work is
+    // refused at once, not when the fleet snapshot next sees the runner-host draining.
+    await s.sse.waitFor((f) => f.event === "session.error");
+    const refused = await Promise.all([
+      call(stack.url, "POST", `/sessions/${idle}/events`, { token: env.MANAGE, body: { type: "user.message", text: "too late" } }),
+      call(stack.url, "POST", "/sessions", { token: env.MANAGE, body: { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } } }),
+      call(stack.url, "GET", "/health/ready", {}),
+    ]);
+    expect(refused.map((r) => [r.status, r.body.error?.code ?? r.body.status])).toEqual([
+      [429, "overloaded"],
+      [429, "overloaded"],
+      [503, "not_ready"],
+    ]);
     await s.sse.ended;
     const { code, ms } = await stopped;
     expect(code).toBe(0);
