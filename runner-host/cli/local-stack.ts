@@ -141,23 +141,13 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
 
 /** Longest the drain call may take, ms: a Worker that does not answer must not hold the stop. */
 const DRAIN_CALL_MS = 2_000;
+/** Slack over the Worker's own bound for the end-streams call to answer, ms. */
+const END_STREAMS_SLACK_MS = 2_000;
 
 /** Tells the Worker the stack is shutting down: new sessions, messages and streams get `429`. */
 async function beginDrain(url: string, secret: string): Promise<void> {
-  try {
-    const res = await fetch(`${url}${DRAIN_PATH}`, {
-      method: "POST",
-      headers: { Authorization: `Bearer ${secret}` },
-      signal: AbortSignal.timeout(DRAIN_CALL_MS),
-    });
-    if (!res.ok) throw new Error(`HTTP ${res.status}`);
-  } catch (e) {
-    log("warn", "could not tell the worker to refuse new work", { error: String(e) });
-  }
+  await shutdownCall(url, DRAIN_PATH, secret, DRAIN_CALL_MS, "could not tell the worker to refuse new work");
 }
-
-/** Slack over the Worker's own bound for the end-streams call to answer, ms. */
-const END_STREAMS_SLACK_MS = 2_000;
 
 /**
  * Asks the Worker to end its open event streams (each after what its object already sent) and
@@ -165,16 +155,23 @@ const END_STREAMS_SLACK_MS = 2_000;
  * on their way to a client (a turn's final `session.error` / `session.status`) would be lost.
  */
 async function endEventStreams(url: string, secret: string): Promise<void> {
+  const ended = await shutdownCall(url, END_STREAMS_PATH, secret, STREAM_END_MS + END_STREAMS_SLACK_MS, "could not end event streams cleanly");
+  if (ended) log("info", "event streams ended", ended as LogFields);
+}
+
+/** One step of the shutdown on the Worker's internal routes (runner secret): its answer, or undefined (logged). */
+async function shutdownCall(url: string, route: string, secret: string, timeoutMs: number, failure: string): Promise<unknown> {
   try {
-    const res = await fetch(`${url}${END_STREAMS_PATH}`, {
+    const res = await fetch(`${url}${route}`, {
       method: "POST",
       headers: { Authorization: `Bearer ${secret}` },
-      signal: AbortSignal.timeout(STREAM_END_MS + END_STREAMS_SLACK_MS),
+      signal: AbortSignal.timeout(timeoutMs),
     });
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
-    log("info", "event streams ended", (await res.json()) as LogFields);
+    return await res.json();
   } catch (e) {
-    log("warn", "could not end event streams cleanly", { error: String(e) });
+    log("warn", failure, { error: String(e) });
+    return undefined;
   }
 }
 

@@ -66,6 +66,17 @@ async function link(id: string, lease: number) {
   return { ws, box, send };
 }
 
+/** Dials the session's link as its runner-host, says hello, opens, and returns the link with the first `run`. */
+async function openedLink(id: string, lease: number) {
+  const l = await link(id, lease);
+  await l.box.next((m) => m.t === "ack", "the object's ack on accept");
+  l.send({ t: "hello", down: 0 });
+  await l.box.next((m) => m.t === "open", "open");
+  l.send({ t: "ack", down: 1 });
+  l.send({ t: "opened", seq: 1 });
+  return { ...l, run: (await l.box.next((m) => m.t === "run", "run")) as Extract<LinkDown, { t: "run" }> };
+}
+
 const events = async (id: string) => ((await (await api(`/sessions/${id}/events?limit=1000`)).json()) as { events: Event[] }).events;
 
 describe("runner link batch frames", () => {
@@ -76,13 +87,8 @@ describe("runner link batch frames", () => {
     const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
     const lease = attach.lease!;
 
-    const first = await link(s.id, lease);
-    await first.box.next((m) => m.t === "ack", "the object's ack on accept");
-    first.send({ t: "hello", down: 0 });
-    await first.box.next((m) => m.t === "open", "open");
-    first.send({ t: "ack", down: 1 });
-    first.send({ t: "opened", seq: 1 });
-    const run = (await first.box.next((m) => m.t === "run", "run")) as Extract<LinkDown, { t: "run" }>;
+    const first = await openedLink(s.id, lease);
+    const run = first.run;
     expect(run.turn).toBe(input.id);
     first.send({ t: "ack", down: run.seq });
 
@@ -128,24 +134,15 @@ describe("runner link batch frames", () => {
     const s = await createSession();
     const input = await sendMessage(s.id, "hi");
     const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
-    const opening = async (lease: number) => {
-      const l = await link(s.id, lease);
-      await l.box.next((m) => m.t === "ack", "the ack on accept");
-      l.send({ t: "hello", down: 0 });
-      await l.box.next((m) => m.t === "open", "open");
-      l.send({ t: "ack", down: 1 });
-      l.send({ t: "opened", seq: 1 });
-      return { l, run: (await l.box.next((m) => m.t === "run", "run")) as Extract<LinkDown, { t: "run" }> };
-    };
-    const first = await opening(attach.lease!);
+    const first = await openedLink(s.id, attach.lease!);
     expect(first.run.turn).toBe(input.id);
     // The runner-host had chosen this session to make room before the run reached it.
-    first.l.send({ t: "detached", seq: 2, reason: "dropped to make room (limits.loaded)", yielded: true });
+    first.send({ t: "detached", seq: 2, reason: "dropped to make room (limits.loaded)", yielded: true });
     const again = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true && m.lease! > attach.lease!, "a new placement");
-    const second = await opening(again.lease!);
+    const second = await openedLink(s.id, again.lease!);
     expect(second.run.turn).toBe(input.id);
-    second.l.send({ t: "turn_end", seq: 2, turn: input.id, status: "completed" });
-    await second.l.box.next((m) => m.t === "ack" && m.up === 2, "the turn end's ack");
+    second.send({ t: "turn_end", seq: 2, turn: input.id, status: "completed" });
+    await second.box.next((m) => m.t === "ack" && m.up === 2, "the turn end's ack");
     expect((await events(s.id)).map((e) => [e.type, e.data.status ?? e.data.text])).toEqual([
       ["user.message", "hi"],
       ["session.status", "running"],
