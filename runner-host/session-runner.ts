@@ -49,7 +49,10 @@ type Life =
   | { at: "opening"; open: Open; opened: Opened; abort: AbortController }
   /** The open settled, successfully or not (`opened` says which). */
   | { at: "ready"; open: Open; opened: Opened }
-  /** On its way out; `override` ends the turns it refuses from now on (shutdown). */
+  /**
+   * On its way out; `override` ends the turns it refuses from now on (shutdown). `yielded`: a
+   * make-room drop, whose refused runs get no `turn_end` (the object queues them again).
+   */
   | { at: "leaving"; open?: Open; opened?: Opened; left: Promise<void>; override?: TurnEnd; yielded?: true };
 
 export type SessionRunnerOptions = {
