@@ -409,6 +409,8 @@ export class SessionObject extends DurableObject<Env> {
     this.#state.set({ link_lost_at: null });
     if (this.#state.require().link_state === "requested") return this.#open();
     this.#link.acked(down, true, rt);
+    // An input that arrived while the link was lost waited for it.
+    await this.#schedule();
   }
 
   /** First hello of a lease: send what to open (config, provider key, native state). */
@@ -437,6 +439,10 @@ export class SessionObject extends DurableObject<Env> {
       return;
     }
     if (row.link_state !== "open" || this.#turns.running()) return;
+    // The link is lost (its runner-host may be gone): the input waits, queued, for the runner-host
+    // to dial back (hello starts it) or for the grace to run out (the session is placed anew). A
+    // turn started now would fail with the link, though it never reached any runner-host.
+    if (row.link_lost_at && !this.#link.socket()) return;
     const rt = await getRuntime(this.env);
     const model: string = JSON.parse(row.config).model;
     const grant = providerGrant(rt, model);

@@ -4,13 +4,16 @@
  * a link drop the runner-host resends what it has not seen acked, and nothing is lost or doubled.
  * Live messages and acks may ride in a frame; they are published or applied in their place. A
  * `detached` that says `yielded` (a make-room drop) queues a turn the runner-host never ran again.
+ * A message sent while the link is lost waits queued: for the runner-host to dial back, or for the
+ * grace to run out and a new placement.
  * The test plays the runner-host: a control socket at the pool, then the session's link socket.
  */
-import { runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
 import { MAX_BATCH, RUNNER_PROTOCOL, type LinkDown, type LinkUp, type NumberedUp } from "../../src/shared/runner-protocol.ts";
 import { POOL_NAME } from "../../src/runner/pool-name.ts";
 import type { Event } from "../../src/shared/api-schema.ts";
+import { LINK_GRACE_MS } from "../../src/session/session-object.ts";
 import { api, createSession, env, sendMessage, sessionStub, withTimeout } from "./helpers.ts";
 
 const USAGE = { input_tokens: 1, output_tokens: 2, cache_read_tokens: 0, cache_write_tokens: 0, total_tokens: 3 };
@@ -180,5 +183,49 @@ describe("runner link batch frames", () => {
     const closed = new Promise<number>((resolve) => l.ws.addEventListener("close", (e) => resolve(e.code)));
     l.send({ t: "batch", msgs: [{ t: "opened", seq: 1 }, { t: "detached", seq: 3, reason: "x" }] } as LinkUp);
     expect(await withTimeout(closed, 5_000, "the close")).toBe(1008);
+  });
+});
+
+describe("a lost runner link", () => {
+  /** A session whose first turn ran on a link that is then lost (its runner-host's process died). */
+  async function lostAfterOneTurn() {
+    const control = await runnerHost();
+    const s = await createSession();
+    const one = await sendMessage(s.id, "one");
+    const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
+    const l = await openedLink(s.id, attach.lease!);
+    l.send({ t: "turn_end", seq: 2, turn: one.id, status: "completed" });
+    await l.box.next((m) => m.t === "ack" && m.up === 2, "the turn end's ack");
+    await runInDurableObject(sessionStub(s.id), async (instance, state) => {
+      for (const ws of state.getWebSockets("runner")) {
+        ws.close(1011, "runner-host gone");
+        await instance.webSocketClose(ws, 1011);
+      }
+    });
+    return { control, s, lease: attach.lease! };
+  }
+
+  it("a message sent meanwhile waits queued (no running, no error) and runs when the runner-host dials back", async () => {
+    const { s, lease } = await lostAfterOneTurn();
+    const two = await sendMessage(s.id, "two");
+    expect((await events(s.id)).map((e) => e.type).slice(-2)).toEqual(["session.status", "user.message"]);
+    const back = await link(s.id, lease);
+    await back.box.next((m) => m.t === "ack", "the ack on accept");
+    back.send({ t: "hello", down: 2 });
+    const run = (await back.box.next((m) => m.t === "run", "the waiting turn's run")) as Extract<LinkDown, { t: "run" }>;
+    expect(run.turn).toBe(two.id);
+  });
+
+  it("a message sent meanwhile is placed anew once the grace runs out, with no error", async () => {
+    const { control, s, lease } = await lostAfterOneTurn();
+    const two = await sendMessage(s.id, "two");
+    const stub = sessionStub(s.id);
+    await runInDurableObject(stub, (_, state) => state.storage.sql.exec("UPDATE session SET link_lost_at = ?", Date.now() - LINK_GRACE_MS - 1));
+    await evictDurableObject(stub); // the instance keeps its row in memory; the next one reads the moved-back loss
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    const again = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true && m.lease! > lease, "a new placement");
+    const next = await openedLink(s.id, again.lease!);
+    expect(next.run.turn).toBe(two.id);
+    expect((await events(s.id)).filter((e) => e.type === "session.error")).toEqual([]);
   });
 });
