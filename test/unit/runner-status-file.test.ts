@@ -1,9 +1,12 @@
 /**
  * The runner-host's status file (runner-host/cli/status-file.ts): a write that fails after start
  * (the data_dir removed, the disk full) is reported once and does not stop the runner-host, whose
- * turns do not depend on the file; the health check then sees a stale or missing status.
+ * turns do not depend on the file; the health check then sees a stale or missing status, and a
+ * fresh one whose writer died is not healthy either.
  */
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -41,6 +44,22 @@ describe("runner-host status file", () => {
       expect(failures).toHaveLength(2);
     } finally {
       file.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a fresh status whose writer is gone (a killed runner-host) is not healthy", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "svc-status-"));
+    try {
+      const child = spawn(process.execPath, ["-e", "setTimeout(() => {}, 60_000)"], { stdio: "ignore" });
+      await once(child, "spawn");
+      const written = { pid: child.pid!, ...status(), updated_at: new Date().toISOString() };
+      writeFileSync(path.join(dir, "status.json"), JSON.stringify(written));
+      expect(readStatus(dir).healthy).toBe(true);
+      child.kill("SIGKILL");
+      await once(child, "exit");
+      expect(readStatus(dir)).toMatchObject({ healthy: false, problem: `the runner-host (pid ${child.pid}) is not running` });
+    } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
