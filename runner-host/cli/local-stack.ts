@@ -15,6 +15,7 @@ import { log, relayLine, type LogFields } from "../log.ts";
 import { persistenceFsHandler } from "./persistence-fs.ts";
 import { RunnerHost } from "../runner-host.ts";
 import { persistedRunnerId } from "./runner-id.ts";
+import { acquireDataDirLock } from "./data-dir-lock.ts";
 import { harnessRoot } from "./runner-command.ts";
 import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS, bundleWorker } from "./worker-bundle.ts";
 import { workerdInOwnSession } from "./workerd-session.ts";
@@ -43,7 +44,21 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
   const t0 = performance.now();
   const dataDir = resolveDataDir(o.config);
   mkdirSync(dataDir, { recursive: true });
+  // One stack per data_dir: a second one would share the objects' SQLite files (SQLITE_BUSY, 500s)
+  // and the in-process runner-host's id. `svc runner` takes the same lock.
+  const lock = acquireDataDirLock(dataDir);
+  if (!lock.ok) {
+    throw new Error(`data_dir ${dataDir} is in use by another svc process (pid ${lock.holder.pid} on ${lock.holder.host}): give each stack its own data_dir`);
+  }
+  try {
+    return await launchOn(o, env, dataDir, t0, lock.release);
+  } catch (e) {
+    lock.release();
+    throw e;
+  }
+}
 
+async function launchOn(o: LocalStackOptions, env: NodeJS.ProcessEnv, dataDir: string, t0: number, unlock: () => void): Promise<LocalStack> {
   const secretVar = o.config.runners?.token_env ?? DEFAULT_RUNNER_SECRET_VAR;
   const secret = o.config.runners ? env[secretVar]! : localRunnerSecret(dataDir);
   /** Exactly the variables the config names, never the whole host environment. */
@@ -102,6 +117,7 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
     // A port in use, a config workerd refuses: stop what Miniflare started (its loopback server
     // would keep this process alive), so `svc` exits with its error.
     await mf.dispose().catch(() => {});
+    if ((e as { code?: string }).code === "ERR_ADDRESS_IN_USE") throw new Error(`listen address ${o.config.listen} is in use (Address already in use): free it or change "listen"`);
     throw e;
   }
   const url = (await mf.unsafeGetDirectURL()).href.replace(/\/$/, "");
@@ -135,6 +151,7 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
       await runner?.stop();
       await endEventStreams(url, secret);
       await mf.dispose();
+      unlock();
     },
   };
 }

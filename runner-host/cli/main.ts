@@ -128,7 +128,14 @@ async function start(run: () => Promise<number | void>): Promise<number> {
     // A starter that returns nothing keeps running on its own handles; it owns the exit then.
     return typeof code === "number" ? code : 0;
   } catch (e) {
-    process.stderr.write(`svc: could not start: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    // A JSON line like every other log line; the stack only for a failure the service did not name.
+    const message = e instanceof Error ? e.message : String(e);
+    log("error", `svc: could not start: ${message}`, e instanceof Error && e.stack && !isNamed(e) ? { stack: e.stack } : {});
     return 1;
   }
+}
+
+/** Failures svc words itself (a lock held, an address in use): their message says everything. */
+function isNamed(e: Error): boolean {
+  return /^(data_dir .* is in use|listen address .* is in use)/.test(e.message);
 }

@@ -85,7 +85,19 @@ describe("start-up", () => {
     writeFileSync(configPath, JSON.stringify({ ...config(), listen: new URL(stack.url).host, data_dir: path.join(dir, "data") }));
     const r = await runSvc(["-config", configPath], { env });
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/svc: could not start: .*Address already in use/);
+    const line = JSON.parse(r.stderr.trim().split("\n").at(-1)!) as { level: string; msg: string };
+    expect(line).toMatchObject({ level: "error", msg: expect.stringMatching(/^svc: could not start: listen address .* is in use \(Address already in use\)/) });
+  });
+
+  it("a second svc on a data_dir in use exits 1 naming the holder, and the running stack is untouched", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "svc-same-dir-"));
+    const configPath = path.join(dir, "config.json");
+    writeFileSync(configPath, JSON.stringify({ ...config(), listen: "127.0.0.1:0", data_dir: path.join(stack.dir, "data") }));
+    const r = await runSvc(["-config", configPath], { env });
+    expect(r.code).toBe(1);
+    const line = JSON.parse(r.stderr.trim().split("\n").at(-1)!) as { msg: string };
+    expect(line.msg).toMatch(new RegExp(`^svc: could not start: data_dir .* is in use by another svc process \\(pid ${stack.child.pid} on `));
+    expect((await call(stack.url, "GET", "/health/ready")).status).toBe(200);
   });
 });
 
