@@ -8,6 +8,7 @@ import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { parseListen, type HostConfig } from "../../src/shared/config-schema.ts";
 import { referencedVariables } from "../../src/shared/config-vars.ts";
+import { checkEnvironment } from "../../src/shared/config-env.ts";
 import { DEFAULT_RUNNER_SECRET_VAR, DRAIN_PATH, END_STREAMS_PATH, STREAM_END_MS } from "../../src/runtime-constants.ts";
 import { configuredRegions } from "../../src/runner/pool-name.ts";
 import { reloadEnvFileBeside, resolveDataDir } from "./config-file.ts";
@@ -219,7 +220,17 @@ export async function startLocalStack(o: LocalStackOptions): Promise<number> {
     // runtime with them — how a rotated provider key reaches the local stack.
     process.on("SIGHUP", () => {
       if (stopping) return;
-      const file = reloadEnvFileBeside(o.configPath);
+      // Read into a copy and checked as a start checks it: an environment that would not start
+      // (a token under 24 bytes, a variable gone) is refused whole, and the running one stays.
+      const next = { ...process.env };
+      const file = reloadEnvFileBeside(o.configPath, next);
+      const problems = checkEnvironment(o.config, next);
+      if (problems.length > 0) return log("error", "reload refused: the environment would not start; nothing changed", { env_file: file ?? null, problems: problems.join("; ") });
+      const secretVar = o.config.runners?.token_env;
+      if (secretVar && next[secretVar] !== process.env[secretVar]) {
+        log("warn", "the runner secret is read at start only: restart svc and its runner-hosts to rotate it", { variable: secretVar });
+      }
+      Object.assign(process.env, next);
       log("info", "reloading", { env_file: file ?? null });
       stack.reload(process.env).catch((e) => log("error", "reload failed", { error: String(e) }));
     });

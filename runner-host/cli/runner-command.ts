@@ -108,7 +108,12 @@ export async function runRunnerHost(o: { config: RunnerConfig; configPath: strin
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);
   });
+  // Node's default for SIGHUP is to die at once (no drain: running turns fail after the link's
+  // grace). A runner-host reads its file at start only, so a reload signal changes nothing.
+  const onHangup = () => log("warn", "SIGHUP ignored: a runner-host reads its configuration at start only (restart it to apply changes)");
+  process.on("SIGHUP", onHangup);
   const why = await Promise.race([onSignal, refusedTooOften]);
+  process.off("SIGHUP", onHangup);
   if (why === "refused") log("error", "giving up: the service refused this runner-host every time", { refusals });
   else log("info", "stopping", { signal: why });
   let timer: NodeJS.Timeout | undefined;

@@ -131,6 +131,16 @@ describe("svc runner operations", () => {
     expect(s.capacity.loaded_limit).toBe(2);
   });
 
+  it("SIGHUP is logged and ignored by svc runner (Node's default would kill it without a drain)", async () => {
+    const p = runners.eu1!;
+    const mark = p.mark();
+    p.child.kill("SIGHUP");
+    await p.waitFor(/"msg":"SIGHUP ignored/, 10_000, mark);
+    const r = await runSvc(["runner", "-config", p.configPath, "-status"], { env: {} });
+    expect(JSON.parse(r.stdout)).toMatchObject({ healthy: true, connected: true });
+    expect(p.child.exitCode).toBeNull();
+  });
+
   it("a second runner-host on the same data_dir refuses to start instead of taking the runner id", async () => {
     const twin = await startRunner({ dir: runners.eu1!.dir, config: runnerConfig("eu", 2), env: runnerEnv, connected: false });
     expect((await twin.exited).code).toBe(1);

@@ -98,6 +98,20 @@ describe("link and keys", () => {
     s2.sse.close();
   });
 
+  it("a SIGHUP whose env file would not start (a token under 24 bytes) is refused whole: the running environment stays", async () => {
+    const envFile = path.join(stack.dir, "config.env");
+    writeFileSync(envFile, "OPENAI_KEY=sk-rotation-new\nMANAGE=short\n");
+    const mark = stack.mark();
+    stack.child.kill("SIGHUP");
+    const refused = JSON.parse(await stack.waitForLog(/"msg":"reload refused/, 30_000, mark)) as { problems: string };
+    expect(refused.problems).toMatch(/MANAGE/);
+    expect(refused.problems).not.toContain("short");
+    expect((await call(stack.url, "GET", "/sessions", { token: env.MANAGE })).status).toBe(200);
+    expect((await call(stack.url, "GET", "/sessions", { token: "short" })).status).toBe(401);
+    expect(stack.stderr().slice(mark)).not.toMatch(/"msg":"worker reloaded"/);
+    writeFileSync(envFile, "OPENAI_KEY=sk-rotation-new\n");
+  });
+
   it("kill -9 of a harness process mid-turn fails the turn with service_error", async () => {
     const s = await session(stack);
     const m = await say(stack, s, "[[hang]]");
