@@ -62,6 +62,10 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
 async function launchOn(o: LocalStackOptions, env: NodeJS.ProcessEnv, dataDir: string, t0: number, unlock: () => void): Promise<LocalStack> {
   const secretVar = o.config.runners?.token_env ?? DEFAULT_RUNNER_SECRET_VAR;
   const secret = o.config.runners ? env[secretVar]! : localRunnerSecret(dataDir);
+  if (!o.config.runners && o.runner === false) {
+    // Runner-hosts dialling in need this secret; without `runners` nothing else names it.
+    log("warn", "no \"runners\" in the config: runner-hosts must present the generated secret in the file named here (or set runners.token_env)", { file: path.join(dataDir, "runner-secret") });
+  }
   /** Exactly the variables the config names, never the whole host environment. */
   const bindingsFrom = (vars: NodeJS.ProcessEnv) => {
     const b: Record<string, string> = { HOST_CONFIG: JSON.stringify(o.config) };
