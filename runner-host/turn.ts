@@ -139,6 +139,8 @@ export class Turn {
     const since = (t: number | undefined) => (t === undefined ? null : t - this.#o.acceptedAt);
     this.#span?.end(end.status, end.error?.code);
     this.#o.log("info", "turn ended", {
+      session_id: this.#o.scope.session_id,
+      turn: this.id,
       status: end.status,
       code: end.error?.code,
       queue_delay_ms: since(this.#startedAt),

@@ -25,7 +25,11 @@ export const internal = new Hono<AppEnv>();
 internal.use("*", async (c, next) => {
   const token = bearerToken(c.req.header("Authorization"));
   const digest = c.get("runtime").runnerDigest;
-  if (token === undefined || !digest || !sameDigest(await sha256Hex(token), digest)) throw unauthorized("runner secret is missing or wrong");
+  if (token === undefined || !digest || !sameDigest(await sha256Hex(token), digest)) {
+    // An operator's first clue when a runner-host was given the wrong secret (never the secret itself).
+    log("warn", "internal request refused: the runner secret is missing or wrong", { path: c.req.path, presented: token !== undefined });
+    throw unauthorized("runner secret is missing or wrong");
+  }
   await next();
 });
 

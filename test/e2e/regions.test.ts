@@ -150,6 +150,7 @@ describe("svc runner operations", () => {
   });
 
   it("a refused secret is logged loudly and svc runner exits 1 after a bounded run of refusals", async () => {
+    const serviceMark = stack.mark();
     const wrong = await startRunner({
       dir: path.join(root, "wrong-secret"),
       config: runnerConfig("eu", 2),
@@ -163,6 +164,10 @@ describe("svc runner operations", () => {
     expect(JSON.parse(refusals[0]!)).toMatchObject({ level: "error", status: 401, url: stack.url });
     expect(wrong.output()).toContain('"msg":"giving up: the service refused this runner-host every time"');
     expect(wrong.output()).not.toContain(secret("not-the-runner-secret"));
+    // The service says so too (without the secret), so an operator sees it on either side.
+    const seen = stack.stderr().slice(serviceMark);
+    expect(seen).toContain('"msg":"internal request refused: the runner secret is missing or wrong"');
+    expect(seen).not.toContain(secret("not-the-runner-secret"));
   }, 60_000);
 
   it("an unknown region is refused with the service's reason; an unreachable public_url is logged loudly", async () => {

@@ -168,4 +168,15 @@ describe("svc runner-config", () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('-region: "apac" is not one of runners.regions');
   });
+
+  it("without runners.regions, only the default region: another name would be refused by the service every time", async () => {
+    const file = write("one-region.json", hostConfig({ runners: { token_env: "RUNNER_SECRET" } }));
+    const bad = await runSvc(["runner-config", "-config", file, "-region", "eu"], { env: {} });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('-region: "eu" is not configured (the host configuration has no runners.regions; its one region is "default")');
+    expect(bad.stdout).toBe("");
+    const fine = await runSvc(["runner-config", "-config", file], { env: {} });
+    expect(fine.code, fine.stderr).toBe(0);
+    expect(JSON.parse(fine.stdout).region).toBe("default");
+  });
 });

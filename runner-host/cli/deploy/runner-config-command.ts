@@ -30,8 +30,12 @@ export async function runnerConfigMain(argv: readonly string[]): Promise<number>
   const problems = read.ok ? [] : read.problems;
   if (read.ok && !read.config.runners) problems.push("runners: required (the secret runner-hosts dial in with)");
   if (!regionName.safeParse(region).success) problems.push("-region: must be 1 to 32 lowercase letters, digits or dashes");
-  if (read.ok && read.config.runners && Object.keys(read.config.runners.regions).length > 0 && !Object.hasOwn(read.config.runners.regions, region)) {
+  const regions = read.ok ? Object.keys(read.config.runners?.regions ?? {}) : [];
+  if (read.ok && regions.length > 0 && !regions.includes(region)) {
     problems.push(`-region: "${region}" is not one of runners.regions`);
+  } else if (read.ok && regions.length === 0 && region !== "default") {
+    // The service would refuse such a runner-host every time (409: region not configured).
+    problems.push(`-region: "${region}" is not configured (the host configuration has no runners.regions; its one region is "default")`);
   }
   if (!read.ok || problems.length > 0) {
     for (const p of problems) process.stderr.write(`${configArg}: ${p}\n`);
