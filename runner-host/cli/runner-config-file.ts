@@ -4,6 +4,7 @@
  * the variables a runner-host reads are checked: the runner secret and the tools' bearer tokens.
  * `SVC_RUNNER_REGION` in the environment overrides the file's `region` (one file, many VMs).
  */
+import { insecureSecretTarget } from "../socket.ts";
 import { MIN_SECRET_BYTES } from "../../src/shared/config-env.ts";
 import { parseConfigText, parseHostConfig, regionName } from "../../src/shared/config-schema.ts";
 import { parseRunnerConfig, runnerConfigFromHost, type RunnerConfig, type RunnerConfigResult } from "../../src/shared/runner-config-schema.ts";
@@ -26,6 +27,9 @@ export async function loadRunnerConfigFile(file: string, env: Record<string, str
     config.region = region;
   }
   const problems = o.checkEnv === false ? [] : checkRunnerEnvironment(config, env);
+  // What the run would refuse at start, `-check` refuses too.
+  const insecure = insecureSecretTarget(config.public_url);
+  if (insecure && o.checkEnv !== false) problems.push(`public_url: ${insecure}`);
   return problems.length > 0 ? { ok: false, problems } : { ok: true, config, path: read.path, from: parsed.from };
 }
 

@@ -31,6 +31,14 @@ describe("the runner configuration", () => {
     });
   });
 
+  it("refuses, as the run would, a plain-http public_url that is not loopback (the secret would travel in clear)", async () => {
+    const plain = write("plain.json", { public_url: "http://10.0.0.1:8080", runners: { token_env: "RS" }, harnesses });
+    const r = await loadRunnerConfigFile(plain, { RS: SECRET });
+    expect(r).toEqual({ ok: false, problems: [expect.stringMatching(/^public_url: the runner secret is sent only over https:\/\/ or wss:\/\//)] });
+    const local = write("local.json", { public_url: "http://127.0.0.1:8080", runners: { token_env: "RS" }, harnesses });
+    expect((await loadRunnerConfigFile(local, { RS: SECRET })).ok).toBe(true);
+  });
+
   it("refuses what belongs to the Worker: tenant-side fields are unknown fields", async () => {
     const file = write("too-much.json", { runners: { token_env: "RS" }, harnesses, providers: { openai: { api_key_env: "K" } }, credential_keys: null });
     const r = await loadRunnerConfigFile(file, { RS: SECRET });
