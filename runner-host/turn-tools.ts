@@ -76,11 +76,12 @@ export class TurnTools {
     this.#o = o;
   }
 
-  onCall(call: { id: string; name: string; arguments: Record<string, unknown> }): void {
+  /** `answeredByHarness`: the harness answers it itself (its `tool.result` follows); never run here. */
+  onCall(call: { id: string; name: string; arguments: Record<string, unknown> }, answeredByHarness = false): void {
     const span = telemetry().startToolSpan(this.#o.trace, call.name);
     const c: Call = { id: newId(), harnessId: call.id, name: call.name, answered: false, started: performance.now(), span };
     const route = this.#o.route(call.name);
-    if (route.kind === "harness") {
+    if (route.kind === "harness" || answeredByHarness) {
       this.#announce(c, call.arguments, false);
       this.#local.set(call.id, c);
       return;
@@ -103,7 +104,7 @@ export class TurnTools {
     void run.finally(() => this.#inFlight.delete(run));
   }
 
-  /** A `tool.result` the harness produced itself (a tool name the session does not have). */
+  /** A `tool.result` the harness produced itself (a tool name the session does not have, a call it refused). */
   onLocalResult(harnessId: string, result: ToolResult): void {
     const c = this.#local.get(harnessId);
     if (!c) return this.#o.log("warn", "harness tool.result for no known call", { turn: this.#o.turn });

@@ -194,7 +194,7 @@ export class Turn {
       }
       case "tool.call":
         this.#deltas.flush();
-        return this.#tools!.onCall(e.call);
+        return this.#tools!.onCall(e.call, e.answered === true);
       case "tool.result":
         return this.#tools!.onLocalResult(e.call_id, e.result);
       case "turn.end":

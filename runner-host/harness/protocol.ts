@@ -237,6 +237,12 @@ export const AssistantMessageEventSchema = turnEvent("assistant.message", {
 });
 export const ToolCallEventSchema = turnEvent("tool.call", {
   call: z.strictObject({ id: CallId, name: z.string(), arguments: z.record(z.string(), z.unknown()) }),
+  /**
+   * The harness answers this call itself and its `tool.result` follows: recorded, never run (a
+   * tool the session lacks, arguments the model did not complete). Without it, a call of a tool
+   * the session has is run by the service.
+   */
+  answered: z.literal(true).optional(),
 });
 export const ToolResultEventSchema = turnEvent("tool.result", { call_id: CallId, result: ToolResultSchema });
 export const StateAppendEventSchema = turnEvent("state.append", { records: z.array(NativeRecordSchema) });

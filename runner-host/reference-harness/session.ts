@@ -183,8 +183,9 @@ export class Session {
         const args = this.#argsById.get(event.toolCallId) ?? {};
         this.#argsById.delete(event.toolCallId);
         if (this.#dispatched.delete(event.toolCallId)) return;
-        // pi answered this call itself (unknown tool name): the service still records the pair.
-        this.#emit({ type: "tool.call", call: { id: event.toolCallId, name: event.toolName, arguments: args } });
+        // pi answered this call itself (unknown tool name, arguments refused here): the service
+        // records the pair and runs nothing.
+        this.#emit({ type: "tool.call", call: { id: event.toolCallId, name: event.toolName, arguments: args }, answered: true });
         const content = toServiceContent(event.result?.content);
         this.#emit({ type: "tool.result", call_id: event.toolCallId, result: { content, is_error: event.isError } });
         return;

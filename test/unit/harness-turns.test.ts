@@ -126,6 +126,7 @@ describe("reference harness on the scripted provider", () => {
       const { session, log } = await open();
       await run(session, "t1", `refuse [[tool get_weather ${args}]]`);
       const call = await log.next("tool.call");
+      expect(call, "the harness answers it: the service must not run it").toMatchObject({ answered: true });
       const result = await log.next("tool.result");
       expect(result, args).toMatchObject({
         call_id: call.call.id,

@@ -198,6 +198,27 @@ describe("runner-host turns", () => {
     expect(rig.tools.calls.items).toHaveLength(0);
   });
 
+  it("never runs a host tool whose arguments the model did not complete: the harness's refusal is recorded, the tool sees nothing", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-bad-args");
+    await opened(fake);
+    const turn = rig.run(fake, `[[tool get_weather {"city":"Pa]]`);
+    const end = await turnEnd(fake, turn);
+    expect(end.status).toBe("completed");
+    const events = fake.turn(turn).filter((m) => m.t !== "delta" && m.t !== "native");
+    expect(kinds(events)).toEqual(["assistant", "tool_call", "tool_result", "assistant", "turn_end"]);
+    const call = events[1]!;
+    expect(call).toMatchObject({ t: "tool_call", call: { name: "get_weather" }, dispatched: false });
+    const result = events[2]!;
+    expect(result).toMatchObject({
+      t: "tool_result",
+      call_id: call.t === "tool_call" ? call.call.id : "",
+      result: { is_error: true, content: [{ text: expect.stringMatching(/^the arguments of this call to "get_weather" are not complete JSON.*it was not run$/) }] },
+    });
+    expect(result.t === "tool_result" && result.result.unknown_outcome).toBeFalsy();
+    expect(rig.tools.calls.items).toHaveLength(0);
+  });
+
   it("interrupts a streaming turn: turn_end interrupted with conflict", async () => {
     rig = await Rig.start();
     const fake = await rig.open("sess-int");
