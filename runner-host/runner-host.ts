@@ -4,7 +4,8 @@
  *
  * Owns: the attached sessions by object name, the newest provider grant per prefix, and the
  * `limits.loaded` bookkeeping: an attach order past the limit drops the least recently used idle
- * session; with none idle (or while draining) the order is refused and the pool told why.
+ * session (one attached for a turn it has not run yet only after YIELD_AFTER_MS); with none (or
+ * while draining) the order is refused and the pool told why.
  * Idle sessions are detached from their harness process after `SESSION_IDLE_MS` (the last detach
  * closes the process) and let go of entirely after `SESSION_DROP_MS`.
  */
@@ -32,6 +33,15 @@ export const SESSION_IDLE_MS = 5 * 60_000;
  * then its native state stays cached here, so a re-open needs no round trip to the object.
  */
 export const SESSION_DROP_MS = 30 * 60_000;
+/**
+ * Quiet time before a session that has not run a turn since it was attached may be dropped to make
+ * room (`limits.loaded`), ms. The object places a session because it has work and sends the `run`
+ * right after `opened`: such a session is idle only until then. Dropping them for each other (each
+ * one queued again by its yield) churned attaches every few ms under a burst at the limit. A
+ * session that has run a turn is droppable as soon as it is idle (a `run` that crosses the drop is
+ * covered by the yield).
+ */
+export const YIELD_AFTER_MS = 1_000;
 /** How a turn running at shutdown ends (spec "Operational behaviour", "Session errors"). */
 const SHUTDOWN_END: TurnEnd = { status: "interrupted", error: { code: "conflict", message: "the service is shutting down" } };
 
@@ -57,6 +67,8 @@ export type RunnerHostOptions = {
   sessionIdleMs?: number;
   sessionDropMs?: number;
   linkGiveUpMs?: number;
+  /** YIELD_AFTER_MS unless set (tests). */
+  yieldAfterMs?: number;
 };
 
 export class RunnerHost {
@@ -68,6 +80,8 @@ export class RunnerHost {
   readonly #control: ControlClient;
   readonly #hostTools: ReadonlyMap<string, HostTool>;
   #sessions = new Map<string, SessionRunner>();
+  /** Announces sessions that became droppable once the quiet time passed (see `#changed`). */
+  #aging: NodeJS.Timeout | undefined;
   #grants = new Map<string, ProviderGrant>();
   #draining: Promise<void> | undefined;
   #sweep: NodeJS.Timeout | undefined;
@@ -120,7 +134,24 @@ export class RunnerHost {
 
   capacity(): Capacity {
     const live = this.sessions();
-    return { loaded: live.length, loaded_limit: this.#o.config.limits.loaded, idle: live.filter((s) => s.idle).length };
+    const now = Date.now();
+    return { loaded: live.length, loaded_limit: this.#o.config.limits.loaded, idle: live.filter((s) => this.#droppable(s, now)).length };
+  }
+
+  /** Idle, and not waiting for the run it was placed for: may be dropped for another session (what `capacity().idle` counts). */
+  #droppable(s: SessionRunner, now: number): boolean {
+    return s.idle && (s.ranTurn || now - s.lastUsed >= (this.#o.yieldAfterMs ?? YIELD_AFTER_MS));
+  }
+
+  /**
+   * A session's state changed: the status goes out now, and again once the quiet time has passed,
+   * when sessions idle since then have become droppable (nothing else would announce it).
+   */
+  #changed(): void {
+    this.#control.statusChanged();
+    clearTimeout(this.#aging);
+    this.#aging = setTimeout(() => this.#control.statusChanged(), (this.#o.yieldAfterMs ?? YIELD_AFTER_MS) + 10);
+    this.#aging.unref();
   }
 
   /** Attached sessions that are not on their way out. */
@@ -142,6 +173,7 @@ export class RunnerHost {
       this.#log("info", "runner-host draining", { sessions: this.#sessions.size });
       this.#control.statusChanged();
       clearInterval(this.#sweep);
+      clearTimeout(this.#aging);
       await Promise.all([...this.#sessions.values()].map((s) => s.shutdown("the runner-host is shutting down", SHUTDOWN_END)));
       await this.pool.stop();
     })();
@@ -165,7 +197,8 @@ export class RunnerHost {
     }
     const live = this.sessions().filter((s) => s !== old);
     if (live.length >= this.#o.config.limits.loaded) {
-      const victim = live.filter((s) => s.idle).sort((a, b) => a.lastUsed - b.lastUsed)[0];
+      const now = Date.now();
+      const victim = live.filter((s) => this.#droppable(s, now)).sort((a, b) => a.lastUsed - b.lastUsed)[0];
       if (!victim) return this.#refuse(order, "full");
       void victim.yieldRoom("dropped to make room (limits.loaded)");
     }
@@ -180,7 +213,7 @@ export class RunnerHost {
       publicUrl: this.#o.config.public_url,
       log: this.#log,
       noteGrant: (g) => this.#grants.set(g.prefix, g),
-      onChange: () => this.#control.statusChanged(),
+      onChange: () => this.#changed(),
       onGone: (gone) => {
         if (this.#sessions.get(gone.name) === gone) this.#sessions.delete(gone.name);
         this.#control.statusChanged();

@@ -79,6 +79,8 @@ export class SessionRunner implements PoolSession {
   readonly harness: string;
   readonly link: SessionLink;
   lastUsed = Date.now();
+  /** A turn of this attachment has ended: what the object placed the session for was served. */
+  ranTurn = false;
   readonly #o: SessionRunnerOptions;
   #life: Life = { at: "attached" };
   #grant: ProviderGrant | undefined;
@@ -287,6 +289,7 @@ export class SessionRunner implements PoolSession {
     }
     await turn.done;
     this.#turn = undefined;
+    this.ranTurn = true;
     this.lastUsed = Date.now();
     this.#o.onChange();
     if (this.#life.at === "leaving") return;

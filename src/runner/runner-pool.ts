@@ -167,6 +167,15 @@ export class RunnerPool extends DurableObject<Env> {
     return "waiting";
   }
 
+  /**
+   * The session no longer wants the placement it waits for (it was closed): no runner-host is given
+   * it later. Before this, closed sessions were attached once room came and held `limits.loaded`
+   * slots until their links found the lease gone (new messages got `429` meanwhile).
+   */
+  withdraw(session: string, lease: number): void {
+    this.ctx.storage.sql.exec("DELETE FROM waiting WHERE session = ? AND lease <= ?", session, lease);
+  }
+
   #attach(session: string, lease: number, harness: string): boolean {
     const best = this.#hosts()
       .filter((h) => !h.host.draining && h.host.harnesses.includes(harness) && roomFor(h.host))

@@ -205,7 +205,8 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async close(): Promise<Result<Status>> {
-    return this.#commit(true, () =>
+    const placing = this.#state.row()?.link_state === "requested";
+    const r = await this.#commit(true, () =>
       this.#state.storage.transactionSync(() => {
         const change = this.#state.close(now());
         if (change.events.length > 0) {
@@ -215,6 +216,16 @@ export class SessionObject extends DurableObject<Env> {
         return change;
       }),
     );
+    if (placing && r.ok) await this.#withdrawPlacement();
+    return r;
+  }
+
+  /** The session waited for a runner-host and needs none now: every region's pool forgets it. */
+  async #withdrawPlacement(): Promise<void> {
+    const row = this.#state.require();
+    const name = sessionObjectName(row.tenant, row.id);
+    const { config } = await getRuntime(this.env);
+    await Promise.all(configuredRegions(config).map((region) => this.#pool(region).withdraw(name, row.lease)));
   }
 
   /** `POST /executors` with `session`: the runtime binding `alias` now routes to `executor`. */

@@ -129,6 +129,30 @@ describe("runner-host capacity", () => {
     await Promise.all([turnEnd(b, hb.turn), turnEnd(c, hc.turn)]);
   });
 
+  it("limits.loaded: a session that has not run a turn since it was attached is not dropped within the quiet time (its run is on its way); after it, it is, and the pool hears of it", async () => {
+    rig = await Rig.start({ limits: { active: 1, loaded: 1 }, host: { yieldAfterMs: 300 } });
+    const control = await rig.svc.control();
+    const a = await rig.open("qt-a");
+    await opened(a);
+    control.send({ t: "attach", session: "qt-b", lease: 1, harness: "ref" });
+    expect(await control.messages.find((m) => m.t === "attach_refused")).toEqual({ t: "attach_refused", session: "qt-b", lease: 1, reason: "full" });
+    expect(a.ups.items.filter((m) => m.t === "detached")).toEqual([]);
+    // Nothing else happens on the runner-host: the quiet time passing is announced by itself.
+    await control.messages.find((m) => m.t === "status" && m.capacity.loaded === 1 && m.capacity.idle === 1);
+    control.send({ t: "attach", session: "qt-b", lease: 2, harness: "ref" });
+    expect(await a.ups.find((m) => m.t === "detached")).toMatchObject({ reason: "dropped to make room (limits.loaded)", yielded: true });
+  });
+
+  it("limits.loaded: a session that has run a turn is droppable as soon as it is idle, quiet time or not", async () => {
+    rig = await Rig.start({ limits: { active: 1, loaded: 1 }, host: { yieldAfterMs: 60_000 } });
+    const control = await rig.svc.control();
+    const a = await rig.open("rt-a");
+    await opened(a);
+    expect((await turnEnd(a, rig.run(a, "one turn"))).status).toBe("completed");
+    control.send({ t: "attach", session: "rt-b", lease: 1, harness: "ref" });
+    expect(await a.ups.find((m) => m.t === "detached")).toMatchObject({ reason: "dropped to make room (limits.loaded)", yielded: true });
+  });
+
   it("limits.loaded: a run that crosses the decision to drop an idle session is not ended there, and detached says yielded", async () => {
     rig = await Rig.start({ limits: { active: 1, loaded: 1 } });
     const control = await rig.svc.control();

@@ -110,6 +110,8 @@ export class Rig {
       baseDir: REPO,
       env: { TOOL_TOKEN },
       log,
+      // Sessions are droppable for room as soon as they are idle (one test sets the quiet time).
+      yieldAfterMs: 0,
       ...o.host,
     });
     rig.host.start();
