@@ -178,7 +178,7 @@ function wantsEventStream(accept: string | undefined): boolean {
     const [type, ...params] = range.split(";").map((p) => p.trim().toLowerCase());
     const qParam = params.find((p) => p.startsWith("q="));
     const q = qParam === undefined ? 1 : Number(qParam.slice(2));
-    if (!Number.isFinite(q)) continue;
+    if (!(q >= 0 && q <= 1)) continue; // not a q-value (RFC 9110: 0 to 1): the range is ignored
     if (type === "text/event-stream") sse = Math.max(sse, q);
     else if (type === "application/json") json = Math.max(json, q);
   }

@@ -368,6 +368,8 @@ describe("SSE through the Worker relay", () => {
       ["text/event-stream;q=0.5, application/json", "application/json"],
       ["application/json;q=0.5, text/event-stream", "text/event-stream"],
       ["*/*", "application/json"],
+      ["text/event-stream;q=1.5", "application/json"],
+      ["text/event-stream;q=bogus", "application/json"],
     ];
     for (const [accept, type] of modes) {
       const res = await api(`/sessions/${s.id}/events`, { headers: { Accept: accept } });
