@@ -1,6 +1,7 @@
 /**
  * One runner-host per `data_dir`: the runner id lives there, and two processes sharing it would
- * announce the same id and take each other's sessions. The first to start holds
+ * announce the same id and take each other's sessions. The local stack (`svc -config`) holds the
+ * same lock: its objects' SQLite files live there too. The first to start holds
  * `<data_dir>/runner.lock`; a second one refuses to start and names the holder.
  *
  * Storage layout / lifecycle: `runner.lock` holds `{pid, host, boot}` as JSON, is created with
