@@ -4,7 +4,7 @@
  * zod is loaded at run time).
  *
  *   const svc = new SvcClient({ baseUrl, token });
- *   const s = await svc.createSession({ harness: "ref", config: { model: "openai/gpt-4o-mini", tools: [] } });
+ *   const s = await svc.createSession({ harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } });
  *   await svc.sendMessage(s.id, "hello");
  *   for await (const e of svc.stream(s.id)) if (e.type === "assistant.message") console.log(e.data.text);
  */

@@ -90,13 +90,42 @@ export function resolveDataDir(config: { data_dir: string }, cwd: string = proce
  * there), without overriding variables the environment already sets. Returns its path if loaded.
  */
 export function loadEnvFileBeside(configPath: string, env: NodeJS.ProcessEnv = process.env, override = false): string | undefined {
-  const file = path.resolve(configPath).replace(/\.json$/i, "") + ".env";
-  if (file === path.resolve(configPath) || !existsSync(file)) return undefined;
-  for (const [k, v] of Object.entries(parseEnv(readFileSync(file, "utf8")))) if (override || env[k] === undefined) env[k] = v;
+  const file = envFileBeside(configPath);
+  if (!file) return undefined;
+  for (const [k, v] of Object.entries(parseEnv(readFileSync(file, "utf8")))) {
+    if (!override && env[k] !== undefined) continue;
+    env[k] = v;
+    if (env === process.env) fromFile.add(k);
+  }
   return file;
 }
 
-/** SIGHUP: the env file's values replace what the process had (a rotated key, say). */
-export function reloadEnvFileBeside(configPath: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
-  return loadEnvFileBeside(configPath, env, true);
+/** Variables the process took from its env file (not those its environment set first). */
+const fromFile = new Set<string>();
+
+function envFileBeside(configPath: string): string | undefined {
+  const file = path.resolve(configPath).replace(/\.json$/i, "") + ".env";
+  return file === path.resolve(configPath) || !existsSync(file) ? undefined : file;
+}
+
+/**
+ * SIGHUP, into `next` (a copy of the process environment): the env file's values replace what
+ * the process had (a rotated key, say), and a variable the process took from the file that the
+ * file no longer sets is removed (a retired token stops working; a named one missing is refused
+ * by the caller's check). `apply` then makes `next` the process environment.
+ */
+export function reloadEnvFileBeside(configPath: string, next: NodeJS.ProcessEnv): { file?: string; apply(): void } {
+  const file = envFileBeside(configPath);
+  const values = file ? parseEnv(readFileSync(file, "utf8")) : {};
+  for (const k of fromFile) if (!Object.hasOwn(values, k)) delete next[k];
+  Object.assign(next, values);
+  return {
+    file,
+    apply() {
+      for (const k of Object.keys(process.env)) if (!Object.hasOwn(next, k)) delete process.env[k];
+      Object.assign(process.env, next);
+      fromFile.clear();
+      for (const k of Object.keys(values)) fromFile.add(k);
+    },
+  };
 }

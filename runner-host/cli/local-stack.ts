@@ -227,14 +227,14 @@ export async function startLocalStack(o: LocalStackOptions): Promise<number> {
       // Read into a copy and checked as a start checks it: an environment that would not start
       // (a token under 24 bytes, a variable gone) is refused whole, and the running one stays.
       const next = { ...process.env };
-      const file = reloadEnvFileBeside(o.configPath, next);
+      const { file, apply } = reloadEnvFileBeside(o.configPath, next);
       const problems = checkEnvironment(o.config, next);
       if (problems.length > 0) return log("error", "reload refused: the environment would not start; nothing changed", { env_file: file ?? null, problems: problems.join("; ") });
       const secretVar = o.config.runners?.token_env;
       if (secretVar && next[secretVar] !== process.env[secretVar]) {
         log("warn", "the runner secret is read at start only: restart svc and its runner-hosts to rotate it", { variable: secretVar });
       }
-      Object.assign(process.env, next);
+      apply();
       log("info", "reloading", { env_file: file ?? null });
       stack.reload(process.env).catch((e) => log("error", "reload failed", { error: String(e) }));
     });

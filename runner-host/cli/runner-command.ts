@@ -42,7 +42,7 @@ export async function runRunnerHost(o: { config: RunnerConfig; configPath: strin
   mkdirSync(dataDir, { recursive: true });
   const lock = acquireDataDirLock(dataDir);
   if (!lock.ok) {
-    log("error", "data_dir is in use by another runner-host: give each replica its own data_dir", {
+    log("error", "data_dir is in use by another svc process (a runner-host or a local stack): give each its own data_dir", {
       data_dir: dataDir,
       holder_pid: lock.holder.pid,
       holder_host: lock.holder.host,

@@ -144,7 +144,7 @@ describe("svc runner operations", () => {
   it("a second runner-host on the same data_dir refuses to start instead of taking the runner id", async () => {
     const twin = await startRunner({ dir: runners.eu1!.dir, config: runnerConfig("eu", 2), env: runnerEnv, connected: false });
     expect((await twin.exited).code).toBe(1);
-    expect(twin.output()).toContain('"msg":"data_dir is in use by another runner-host: give each replica its own data_dir"');
+    expect(twin.output()).toContain('"msg":"data_dir is in use by another svc process (a runner-host or a local stack): give each its own data_dir"');
     // The first one is untouched.
     expect((await runSvc(["runner", "-config", runners.eu1!.configPath, "-status"], { env: {} })).code).toBe(0);
   });

@@ -109,6 +109,13 @@ describe("link and keys", () => {
     expect((await call(stack.url, "GET", "/sessions", { token: env.MANAGE })).status).toBe(200);
     expect((await call(stack.url, "GET", "/sessions", { token: "short" })).status).toBe(401);
     expect(stack.stderr().slice(mark)).not.toMatch(/"msg":"worker reloaded"/);
+    // The rotation above took OPENAI_KEY from the file: a file that no longer sets it leaves it
+    // unset, which the provider needs, so that reload is refused too (not silently kept).
+    writeFileSync(envFile, "");
+    const again = stack.mark();
+    stack.child.kill("SIGHUP");
+    const second = JSON.parse(await stack.waitForLog(/"msg":"reload refused/, 30_000, again)) as { problems: string };
+    expect(second.problems).toContain("providers.openai.api_key_env: environment variable OPENAI_KEY is not set");
     writeFileSync(envFile, "OPENAI_KEY=sk-rotation-new\n");
   });
 
