@@ -7,8 +7,8 @@
  * Storage layout / lifecycle: `runner.lock` holds `{pid, host, boot}` as JSON, is created with
  * O_EXCL, its mtime refreshed every `REFRESH_MS` while held, and removed on a clean stop. A lock
  * left by a crash is taken over: on the same host when its pid is gone (or is this process's own
- * pid: a restarted container reuses pids), from another host (replicas on a shared volume) once
- * its mtime is older than `STALE_MS`.
+ * pid: a restarted container reuses pids); on any host once its mtime is older than `STALE_MS`
+ * (another host's replica on a shared volume, or a pid reused by an unrelated process).
  */
 import { readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
@@ -69,18 +69,21 @@ function readHolder(file: string): LockHolder | undefined {
 }
 
 function isLive(h: LockHolder, file: string): boolean {
-  if (h.host === hostname()) {
-    if (h.pid === process.pid) return false;
-    try {
-      process.kill(h.pid, 0);
-      return true;
-    } catch (e) {
-      return (e as NodeJS.ErrnoException).code === "EPERM";
-    }
-  }
+  // On this host a gone pid is stale at once. A live one must also be refreshing: after a crash
+  // (or a reboot) its pid may belong to an unrelated process, which would block every start.
+  if (h.host === hostname() && (h.pid === process.pid || !pidExists(h.pid))) return false;
   try {
     return Date.now() - statSync(file).mtimeMs < STALE_MS;
   } catch {
     return false;
+  }
+}
+
+function pidExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
   }
 }

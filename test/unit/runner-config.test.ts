@@ -64,7 +64,7 @@ describe("the runner configuration", () => {
   });
 });
 
-describe("one runner-host per data_dir", () => {
+describe("one svc process per data_dir", () => {
   const lockDir = () => mkdtempSync(path.join(dir, "lock-"));
   const holder = (d: string, h: { pid: number; host: string }) => writeFileSync(path.join(d, "runner.lock"), JSON.stringify({ ...h, boot: "x" }));
 
@@ -82,6 +82,16 @@ describe("one runner-host per data_dir", () => {
     expect(lock.ok).toBe(true);
     if (lock.ok) lock.release();
     expect(acquireDataDirLock(d).ok).toBe(true);
+  });
+
+  it("a lock whose pid lives but is no longer refreshed (the pid reused after a crash or a reboot) is taken over", () => {
+    const d = lockDir();
+    holder(d, { pid: process.ppid, host: hostname() }); // alive, and not the holder any more
+    const old = new Date(Date.now() - 60_000);
+    utimesSync(path.join(d, "runner.lock"), old, old);
+    const lock = acquireDataDirLock(d);
+    expect(lock.ok).toBe(true);
+    if (lock.ok) lock.release();
   });
 
   it("another host's lock counts while it is refreshed, and is stale once it stops being refreshed", () => {
