@@ -79,7 +79,8 @@ function isLive(h: LockHolder, file: string): boolean {
   }
 }
 
-function pidExists(pid: number): boolean {
+/** Whether a process with this pid exists (signal 0 checks, sends nothing; EPERM: it exists, not ours). */
+export function pidExists(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -6,6 +6,7 @@
  */
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { pidExists } from "./data-dir-lock.ts";
 import type { Capacity } from "../../src/shared/runner-protocol.ts";
 
 /** Rewrite period while nothing changes, ms. */
@@ -74,18 +75,8 @@ export function readStatus(dataDir: string): { healthy: boolean; status?: Runner
   const age = Date.now() - Date.parse(status.updated_at);
   if (!(age < STATUS_FRESH_MS)) return { healthy: false, status, problem: `the status is ${Math.round(age / 1000)} s old` };
   // A fresh file outlives its writer by up to STATUS_FRESH_MS: a killed runner-host is not healthy.
-  if (!alive(status.pid)) return { healthy: false, status, problem: `the runner-host (pid ${status.pid}) is not running` };
+  if (!pidExists(status.pid)) return { healthy: false, status, problem: `the runner-host (pid ${status.pid}) is not running` };
   if (!status.connected) return { healthy: false, status, problem: "not connected to the service" };
   if (status.draining) return { healthy: false, status, problem: "draining" };
   return { healthy: true, status };
-}
-
-/** Whether a process with this pid exists (signal 0 checks, sends nothing; EPERM: it exists, not ours). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
