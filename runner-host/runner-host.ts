@@ -144,11 +144,14 @@ export class RunnerHost {
   }
 
   /**
-   * A session's state changed: the status goes out now, and again once the quiet time has passed,
-   * when sessions idle since then have become droppable (nothing else would announce it).
+   * A session's state changed: the status goes out now. At the loaded limit (the only time the pool
+   * reads the idle count) it goes out again once the quiet time has passed, when sessions idle since
+   * then have become droppable: nothing else would announce it. Below the limit a turn's start and
+   * end arm no timer.
    */
   #changed(): void {
     this.#control.statusChanged();
+    if (this.#sessions.size < this.#o.config.limits.loaded) return;
     clearTimeout(this.#aging);
     this.#aging = setTimeout(() => this.#control.statusChanged(), (this.#o.yieldAfterMs ?? YIELD_AFTER_MS) + 10);
     this.#aging.unref();

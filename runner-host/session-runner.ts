@@ -155,12 +155,11 @@ export class SessionRunner implements PoolSession {
   }
 
   /**
-   * Lets an idle session go to make room (`limits.loaded`). Nothing runs here after this: a `run`
-   * already on its way is dropped, not ended, and `detached` says `yielded` so the object queues
-   * that turn again for its next placement (it never ran).
+   * Lets an idle session go to make room (`limits.loaded`; the caller chose it for being `idle`).
+   * Nothing runs here after this: a `run` already on its way is dropped, not ended, and `detached`
+   * says `yielded` so the object queues that turn again for its next placement (it never ran).
    */
   yieldRoom(reason: string): Promise<void> {
-    if (!this.idle) return this.shutdown(reason);
     return this.#leave(reason, true, undefined, true);
   }
 

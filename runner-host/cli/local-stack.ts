@@ -17,6 +17,7 @@ import { persistenceFsHandler } from "./persistence-fs.ts";
 import { RunnerHost } from "../runner-host.ts";
 import { persistedRunnerId } from "./runner-id.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
+import { StartRefused } from "./start-refused.ts";
 import { harnessRoot } from "./runner-command.ts";
 import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS, bundleWorker } from "./worker-bundle.ts";
 import { workerdInOwnSession } from "./workerd-session.ts";
@@ -49,7 +50,7 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
   // and the in-process runner-host's id. `svc runner` takes the same lock.
   const lock = acquireDataDirLock(dataDir);
   if (!lock.ok) {
-    throw new Error(`data_dir ${dataDir} is in use by another svc process (pid ${lock.holder.pid} on ${lock.holder.host}): give each stack its own data_dir`);
+    throw new StartRefused(`data_dir ${dataDir} is in use by another svc process (pid ${lock.holder.pid} on ${lock.holder.host}): give each stack its own data_dir`);
   }
   try {
     return await launchOn(o, env, dataDir, t0, lock.release);
@@ -122,7 +123,7 @@ async function launchOn(o: LocalStackOptions, env: NodeJS.ProcessEnv, dataDir: s
     // A port in use, a config workerd refuses: stop what Miniflare started (its loopback server
     // would keep this process alive), so `svc` exits with its error.
     await mf.dispose().catch(() => {});
-    if ((e as { code?: string }).code === "ERR_ADDRESS_IN_USE") throw new Error(`listen address ${o.config.listen} is in use (Address already in use): free it or change "listen"`);
+    if ((e as { code?: string }).code === "ERR_ADDRESS_IN_USE") throw new StartRefused(`listen address ${o.config.listen} is in use (Address already in use): free it or change "listen"`);
     throw e;
   }
   const url = (await mf.unsafeGetDirectURL()).href.replace(/\/$/, "");

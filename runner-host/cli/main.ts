@@ -7,6 +7,7 @@
  */
 import { loadConfigFile, loadEnvFileBeside } from "./config-file.ts";
 import { log } from "../log.ts";
+import { StartRefused } from "./start-refused.ts";
 import { loadRunnerConfigFile } from "./runner-config-file.ts";
 
 export const USAGE = `usage: svc [runner] -config <path> [-check]
@@ -130,12 +131,7 @@ async function start(run: () => Promise<number | void>): Promise<number> {
   } catch (e) {
     // A JSON line like every other log line; the stack only for a failure the service did not name.
     const message = e instanceof Error ? e.message : String(e);
-    log("error", `svc: could not start: ${message}`, e instanceof Error && e.stack && !isNamed(e) ? { stack: e.stack } : {});
+    log("error", `svc: could not start: ${message}`, e instanceof Error && e.stack && !(e instanceof StartRefused) ? { stack: e.stack } : {});
     return 1;
   }
-}
-
-/** Failures svc words itself (a lock held, an address in use): their message says everything. */
-function isNamed(e: Error): boolean {
-  return /^(data_dir .* is in use|listen address .* is in use)/.test(e.message);
 }

@@ -7,7 +7,8 @@ import type { Context, MiddlewareHandler } from "hono";
 import type { z } from "zod";
 import { concatBytes } from "../shared/bytes.ts";
 import { invalid, ServiceError, tooLarge } from "../shared/errors.ts";
-import { formatPath, issueSummary } from "../shared/zod-issues.ts";
+import { issueSummary } from "../shared/zod-issues.ts";
+import { unkeptValues } from "../shared/json-values.ts";
 
 /** Spec "Limits": the body cap is `limits.input_bytes` plus this many bytes of envelope. */
 export const BODY_OVERHEAD_BYTES = 16 * 1024;
@@ -116,33 +117,12 @@ export function parseBody<S extends z.ZodType>(text: string, schema: S, emptyAs?
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw invalid("request body must be a JSON object");
   }
-  const problem = unkeptValue(value);
-  if (problem) throw invalid(problem);
+  // Anywhere in the body, free-form members (`bindings[].parameters`) included.
+  const [unkept] = unkeptValues(value);
+  if (unkept) throw invalid(unkept);
   const r = schema.safeParse(value);
   if (!r.success) throw invalid(issueSummary(r.error.issues));
   return r.data;
-}
-
-/**
- * The first part of a decoded body that could not be kept as sent, anywhere in it (free-form
- * members such as `bindings[].parameters` included): a number JSON.parse made `Infinity` (`1e400`,
- * stored as `null`), and a `__proto__` key (copying it into a new object sets the prototype, so it
- * vanished from what a tool received). Iterative; the nesting is already bounded.
- */
-function unkeptValue(value: object): string | undefined {
-  const stack: { v: unknown; path: PropertyKey[] }[] = [{ v: value, path: [] }];
-  while (stack.length > 0) {
-    const { v, path } = stack.pop()!;
-    if (typeof v === "number" && !Number.isFinite(v)) return `${formatPath(path)}: number is out of range`;
-    if (typeof v !== "object" || v === null) continue;
-    const array = Array.isArray(v);
-    for (const [k, child] of Object.entries(v)) {
-      const at = [...path, array ? Number(k) : k];
-      if (k === "__proto__") return `${formatPath(at)}: the name __proto__ is not allowed`;
-      if (typeof child === "object" || typeof child === "number") stack.push({ v: child, path: at });
-    }
-  }
-  return undefined;
 }
 
 /**

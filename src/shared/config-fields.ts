@@ -116,22 +116,3 @@ export function plainError(iss: z.core.$ZodRawIssue): string {
   }
 }
 
-/**
- * Paths of every `__proto__` key in a decoded JSON value. JSON.parse keeps such a key as data, but
- * copying it into a new object (as schema parsing does) sets the prototype instead, so a harness or
- * provider named `__proto__` would silently vanish. Iterative: deep nesting must not overflow.
- */
-export function protoKeyPaths(value: unknown): PropertyKey[][] {
-  const found: PropertyKey[][] = [];
-  const stack: { value: unknown; path: PropertyKey[] }[] = [{ value, path: [] }];
-  while (stack.length > 0) {
-    const { value: v, path } = stack.pop()!;
-    if (typeof v !== "object" || v === null) continue;
-    for (const [k, child] of Object.entries(v)) {
-      const at = [...path, Array.isArray(v) ? Number(k) : k];
-      if (k === "__proto__") found.push(at);
-      stack.push({ value: child, path: at });
-    }
-  }
-  return found.reverse();
-}

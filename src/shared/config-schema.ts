@@ -12,13 +12,13 @@ import {
   listen,
   nonEmpty,
   plainError,
-  protoKeyPaths,
   tenant,
 } from "./config-fields.ts";
 import { PersistenceSchema } from "./config-persistence.ts";
 import { ToolsSchema } from "./config-tools.ts";
 import { ID_ANY_CASE_PATTERN } from "./ids.ts";
-import { formatPath, issueLines } from "./zod-issues.ts";
+import { unkeptValues } from "./json-values.ts";
+import { issueLines } from "./zod-issues.ts";
 
 export type { ListenAddress } from "./config-fields.ts";
 export { parseListen } from "./config-fields.ts";
@@ -206,8 +206,8 @@ export function parseHostConfig(value: unknown): ConfigResult {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     return { ok: false, problems: ["the configuration must be a JSON object"] };
   }
-  const reserved = protoKeyPaths(value).map((path) => `${formatPath(path)}: the name __proto__ is not allowed`);
-  if (reserved.length > 0) return { ok: false, problems: reserved };
+  const unkept = unkeptValues(value);
+  if (unkept.length > 0) return { ok: false, problems: unkept };
   const r = HostConfigSchema.safeParse(value, { error: plainError });
   return r.success ? { ok: true, config: r.data } : { ok: false, problems: issueLines(r.error.issues) };
 }

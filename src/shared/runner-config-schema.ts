@@ -8,8 +8,9 @@
  * fields from it; `svc runner-config -config <host file>` prints the runner file derived from one.
  */
 import { z } from "zod";
-import { envName, httpUrl, nonEmpty, plainError, protoKeyPaths } from "./config-fields.ts";
-import { formatPath, issueLines } from "./zod-issues.ts";
+import { envName, httpUrl, nonEmpty, plainError } from "./config-fields.ts";
+import { unkeptValues } from "./json-values.ts";
+import { issueLines } from "./zod-issues.ts";
 import {
   DEFAULT_REGION,
   HarnessesSchema,
@@ -53,8 +54,8 @@ export function parseRunnerConfig(value: unknown): RunnerConfigResult {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     return { ok: false, problems: ["the configuration must be a JSON object"] };
   }
-  const reserved = protoKeyPaths(value).map((path) => `${formatPath(path)}: the name __proto__ is not allowed`);
-  if (reserved.length > 0) return { ok: false, problems: reserved };
+  const unkept = unkeptValues(value);
+  if (unkept.length > 0) return { ok: false, problems: unkept };
   const r = RunnerConfigSchema.safeParse(value, { error: plainError });
   return r.success ? { ok: true, config: r.data, from: "runner" } : { ok: false, problems: issueLines(r.error.issues) };
 }

@@ -480,6 +480,12 @@ describe("host configuration file: unknown fields and file text", () => {
     const r = parseHostConfigText(`${JSON.stringify(base())}\n{"more": 1}`);
     expect(r).toEqual({ ok: false, problems: ["unexpected data after the root object at line 2 column 1"] });
   });
+  it("rejects a number beyond the double range anywhere (a tool schema's would otherwise be stored as null)", () => {
+    const tool = '{"name":"t","description":"d","url":"https://t.example","tenants":["a"],"input_schema":{"type":"object","properties":{"n":{"type":"number","maximum":1e400}}}}';
+    const text = `{"tokens":[{"token_env":"T","tenant":"a"}],"harnesses":{"h":{"command":["x"]}},"tools":[${tool}]}`;
+    expect(parseHostConfigText(text)).toEqual({ ok: false, problems: ["tools[0].input_schema.properties.n.maximum: number is out of range"] });
+  });
+
   it("rejects a __proto__ key, which would otherwise vanish from a name map", () => {
     const text = '{"tokens":[{"token_env":"T","tenant":"a"}],"harnesses":{"__proto__":{"command":["x"]}}}';
     expect(parseHostConfigText(text)).toEqual({ ok: false, problems: ["harnesses.__proto__: the name __proto__ is not allowed"] });

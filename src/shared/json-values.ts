@@ -1,0 +1,31 @@
+/**
+ * What JSON.parse hands back that could not be kept as it was sent, anywhere in a decoded value:
+ * - a `__proto__` key: JSON.parse keeps it as data, but copying it into a new object (as schema
+ *   parsing does) sets the prototype instead, so the member silently vanishes (a harness named
+ *   `__proto__`, a tool parameter);
+ * - a number beyond the double range (`1e400`): it parses as `Infinity` and is stored as `null`.
+ * Used by request bodies and by both configuration files, with one wording. Iterative: deep
+ * nesting must not overflow. Pure: imported by the Worker and by Node.
+ */
+import { formatPath } from "./zod-issues.ts";
+
+/** One line per problem, each naming where (`harnesses.__proto__: the name __proto__ is not allowed`), in document order. */
+export function unkeptValues(value: unknown): string[] {
+  const found: string[] = [];
+  const stack: { v: unknown; path: PropertyKey[] }[] = [{ v: value, path: [] }];
+  while (stack.length > 0) {
+    const { v, path } = stack.pop()!;
+    if (typeof v === "number" && !Number.isFinite(v)) found.push(`${formatPath(path)}: number is out of range`);
+    if (typeof v !== "object" || v === null) continue;
+    const array = Array.isArray(v);
+    const children = Object.entries(v);
+    // Pushed last first, so the stack hands them back in document order.
+    for (let i = children.length - 1; i >= 0; i--) {
+      const [k, child] = children[i]!;
+      const at = [...path, array ? Number(k) : k];
+      if (k === "__proto__") found.push(`${formatPath(at)}: the name __proto__ is not allowed`);
+      if (typeof child === "object" || typeof child === "number") stack.push({ v: child, path: at });
+    }
+  }
+  return found;
+}
