@@ -5,7 +5,8 @@
  * or a failed start, 2 bad usage. The modules that start things are imported only when used, so
  * `-check` loads none of them and starts nothing.
  */
-import { loadConfigFile, loadEnvFileBeside } from "./config-file.ts";
+import { loadConfigFile, loadEnvFileBeside, resolveDataDir } from "./config-file.ts";
+import { dataDirProblem } from "./data-dir-usable.ts";
 import { log } from "../log.ts";
 import { StartRefused } from "./start-refused.ts";
 import { loadRunnerConfigFile } from "./runner-config-file.ts";
@@ -104,12 +105,15 @@ export async function main(argv: string[]): Promise<number> {
   return start(() => import("./local-stack.ts").then((m) => m.startLocalStack({ ...options, runner })));
 }
 
-/** A config that does not load: its problems on stderr (exit 1); one that does, under `-check`: exit 0. */
-function reportConfig(configArg: string, loaded: { ok: true; path: string } | { ok: false; problems: string[] }): number {
-  if (!loaded.ok) {
-    for (const problem of loaded.problems) process.stderr.write(`${configArg}: ${problem}\n`);
-    return 1;
-  }
+/**
+ * A config that does not load: its problems on stderr (exit 1); one that does, under `-check`:
+ * exit 0 once its data_dir is usable too (looked at, not created).
+ */
+function reportConfig(configArg: string, loaded: { ok: true; path: string; config: { data_dir: string } } | { ok: false; problems: string[] }): number {
+  const unusable = loaded.ok ? dataDirProblem(resolveDataDir(loaded.config)) : null;
+  const problems = loaded.ok ? (unusable === null ? [] : [unusable]) : loaded.problems;
+  for (const problem of problems) process.stderr.write(`${configArg}: ${problem}\n`);
+  if (!loaded.ok || problems.length > 0) return 1;
   process.stdout.write(`config ok: ${loaded.path}\n`);
   return 0;
 }

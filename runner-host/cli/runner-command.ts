@@ -12,6 +12,7 @@ import { mkdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import type { RunnerConfig } from "../../src/shared/runner-config-schema.ts";
 import { resolveDataDir } from "./config-file.ts";
+import { dataDirProblem } from "./data-dir-usable.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
 import { log } from "../log.ts";
 import { RunnerHost } from "../runner-host.ts";
@@ -39,6 +40,11 @@ export async function runRunnerHost(o: { config: RunnerConfig; configPath: strin
     return 1;
   }
   const dataDir = resolveDataDir(config);
+  const unusable = dataDirProblem(dataDir);
+  if (unusable !== null) {
+    log("error", `svc: could not start: ${unusable}`);
+    return 1;
+  }
   mkdirSync(dataDir, { recursive: true });
   const lock = acquireDataDirLock(dataDir);
   if (!lock.ok) {

@@ -115,6 +115,41 @@ describe("svc -check validates the file and all referenced environment variables
   });
 });
 
+describe("a data_dir that cannot hold the stack's state is refused before anything starts", () => {
+  const file = join(dir, "plain-file");
+  writeFileSync(file, "not a directory\n");
+  const runnerEnv = { RUNNER_SECRET: "runner-secret-0123456789abcdef" };
+
+  it("-check names a data_dir that is a regular file, or lies under one, and creates nothing", async () => {
+    const onFile = writeConfig("data-on-file.json", { data_dir: file });
+    expect(await svc(["-config", onFile, "-check"])).toEqual({ code: 1, stdout: "", stderr: `${onFile}: data_dir ${file} is not a directory\n` });
+    const under = writeConfig("data-under-file.json", { data_dir: join(file, "state") });
+    const r = await svc(["-config", under, "-check"]);
+    expect(r).toMatchObject({ code: 1, stdout: "" });
+    expect(r.stderr).toMatch(/data_dir .*plain-file\/state cannot be created: /);
+    const runner = writeConfig("data-on-file-runner.json", { data_dir: file, runners: { token_env: "RUNNER_SECRET" } });
+    expect(await svc(["runner", "-config", runner, "-check"], runnerEnv)).toMatchObject({ code: 1, stderr: `${runner}: data_dir ${file} is not a directory\n` });
+  });
+
+  it("-check accepts a data_dir that does not exist yet under a writable directory, without creating it", async () => {
+    const nested = join(dir, "later", "deeper", "state");
+    const path = writeConfig("data-later.json", { data_dir: nested });
+    expect(await svc(["-config", path, "-check"])).toMatchObject({ code: 0 });
+    expect(existsSync(join(dir, "later"))).toBe(false);
+  });
+
+  it("the local stack and svc runner exit 1 with the same sentence as one JSON line", async () => {
+    const stack = await svc(["-config", writeConfig("start-on-file.json", { data_dir: file })]);
+    expect(stack.code).toBe(1);
+    expect(stack.stderr.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>)).toEqual([
+      expect.objectContaining({ level: "error", msg: `svc: could not start: data_dir ${file} is not a directory` }),
+    ]);
+    const runner = await svc(["runner", "-config", writeConfig("start-on-file-runner.json", { data_dir: file, runners: { token_env: "RUNNER_SECRET" }, public_url: "http://127.0.0.1:9" })], runnerEnv);
+    expect(runner.code).toBe(1);
+    expect(runner.stderr).toContain(`"msg":"svc: could not start: data_dir ${file} is not a directory"`);
+  });
+});
+
 describe("svc command line", () => {
   it("exits 2 with usage on stderr for an unknown flag", async () => {
     const r = await svc(["-config", "x.json", "-verbose"]);

@@ -1,0 +1,35 @@
+/**
+ * Whether `data_dir` can hold the stack's state, asked without creating anything, so `-check` can
+ * say it before a start would fail: an existing path must be a directory this process can write
+ * and enter; a missing one needs its nearest existing ancestor to be such a directory (the start
+ * creates the rest). Without this a regular file there fails the start with mkdir's EEXIST.
+ */
+import { accessSync, constants, statSync } from "node:fs";
+import path from "node:path";
+
+/** The problem with `dataDir` (absolute) as one sentence, or null when it is usable. */
+export function dataDirProblem(dataDir: string): string | null {
+  let at = dataDir;
+  for (;;) {
+    let isDir: boolean;
+    try {
+      isDir = statSync(at).isDirectory();
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "ENOENT" && path.dirname(at) !== at) {
+        at = path.dirname(at);
+        continue;
+      }
+      if (code === "ENOTDIR") return `data_dir ${dataDir} cannot be created: a parent of it is not a directory`;
+      return `data_dir ${dataDir} cannot be read: ${code ?? String(e)}`;
+    }
+    const what = at === dataDir ? `data_dir ${dataDir}` : `data_dir ${dataDir} cannot be created: ${at}`;
+    if (!isDir) return `${what} is not a directory`;
+    try {
+      accessSync(at, constants.W_OK | constants.X_OK);
+    } catch {
+      return `${what} is not writable by this process`;
+    }
+    return null;
+  }
+}
