@@ -4,6 +4,7 @@
  * outside any transaction; the replacement is one `transactionSync`, so a failed download or a
  * crash leaves the local state as it was.
  */
+import { createHash } from "node:crypto";
 import type { SessionState } from "../session/session-state.ts";
 import type { Layout } from "./layout.ts";
 import type { BlockRef, Manifest } from "./manifest.ts";
@@ -12,14 +13,32 @@ import { decoder, StoreError, type ObjectStore } from "./store.ts";
 
 export type Download = { lines: string[]; native: string[][] };
 
-/** The history lines up to the checkpoint's offset and each checkpoint's native records. */
-export async function download(store: ObjectStore, m: Manifest): Promise<Download> {
+/**
+ * A manifest is applied only to the session it was written for: a checkpoint file copied into
+ * another session's folder (or another tenant's) names that session, and its objects live under
+ * that session's keys. Restore also holds the manifest to the checkpoint it was asked for.
+ */
+export function checkManifestFor(m: Manifest, session: { id: string; tenant: string }, checkpoint?: string): void {
+  if (m.session.id !== session.id || m.session.tenant !== session.tenant) throw new StoreError("the stored manifest names another session");
+  if (checkpoint !== undefined && m.checkpoint?.id !== checkpoint) throw new StoreError(`the stored manifest of checkpoint ${checkpoint} names another checkpoint`);
+  const last = m.checkpoints.at(-1);
+  if (m.checkpoint && (last?.id !== m.checkpoint.id || last.offset !== m.checkpoint.offset)) throw new StoreError("the stored manifest's checkpoint is not its last");
+}
+
+/**
+ * The history lines up to the checkpoint's offset and each checkpoint's native records. Every key
+ * must be the one this session's layout gives (no object of another session is read, so none is
+ * later deleted as cut off), and every object must be the bytes uploaded: a block's key carries
+ * its SHA-256, a native object's manifest entry does (`sha256`, when it was recorded).
+ */
+export async function download(store: ObjectStore, m: Manifest, layout: Layout): Promise<Download> {
   const offset = m.checkpoint?.offset ?? 0;
   const lines: string[] = [];
   let at = 0;
   for (const b of m.history) {
     if (b.start !== at) throw new StoreError(`history block ${b.key} starts at ${b.start}, expected ${at}`);
     const text = await required(store, b.key);
+    if (b.key !== layout.block(b.start, b.end, sha256(text))) throw new StoreError(`history block ${b.key} is not this session's block of those bytes`);
     for (const line of text.split("\n").slice(0, -1)) {
       at += new TextEncoder().encode(line).byteLength + 1;
       if (at <= offset) lines.push(line);
@@ -29,11 +48,18 @@ export async function download(store: ObjectStore, m: Manifest): Promise<Downloa
   if (at < offset) throw new StoreError(`the history in storage ends at ${at}, before the checkpoint at ${offset}`);
   const native: string[][] = [];
   for (const c of m.checkpoints) {
-    const records = (await required(store, c.native)).split("\n").slice(0, -1);
+    if (c.native !== layout.native(c.id)) throw new StoreError(`native object ${c.native} is not this session's object of checkpoint ${c.id}`);
+    const text = await required(store, c.native);
+    if (c.sha256 !== undefined && sha256(text) !== c.sha256) throw new StoreError(`native object ${c.native} is not the one uploaded (SHA-256 differs)`);
+    const records = text.split("\n").slice(0, -1);
     if (records.length !== c.records) throw new StoreError(`native object ${c.native} holds ${records.length} records, expected ${c.records}`);
     native.push(records);
   }
   return { lines, native };
+}
+
+function sha256(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
 }
 
 async function required(store: ObjectStore, key: string): Promise<string> {
@@ -120,13 +146,14 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
         sql.exec("INSERT INTO native (seq, record, bytes) VALUES (?, ?, ?)", ++nativeSeq, record, new TextEncoder().encode(record).byteLength);
       }
       sql.exec(
-        "INSERT INTO checkpoints (id, event_offset, native_seq, time, native_key, native_records, published) VALUES (?, ?, ?, ?, ?, ?, 1)",
+        "INSERT INTO checkpoints (id, event_offset, native_seq, time, native_key, native_records, native_hash, published) VALUES (?, ?, ?, ?, ?, ?, ?, 1)",
         c.id,
         c.offset,
         nativeSeq,
         c.time,
         c.native,
         c.records,
+        c.sha256 ?? null,
       );
     });
     sql.exec("UPDATE session SET checkpoint = ?", m.checkpoint ? JSON.stringify(m.checkpoint) : null);

@@ -22,6 +22,8 @@ export const CheckpointRefSchema = z.strictObject({
   native: z.string().min(1),
   /** How many native records that object holds. */
   records: z.int().min(0),
+  /** SHA-256 of that object (64 hex); absent in manifests written before it was recorded. */
+  sha256: z.string().regex(/^[a-f0-9]{64}$/).optional(),
 });
 export type CheckpointRef = z.infer<typeof CheckpointRefSchema>;
 

@@ -19,7 +19,7 @@ import { conflict, notFound, overloaded, ServiceError, unsupported } from "../sh
 import { sessionObjectName } from "../session/object-name.ts";
 import type { SessionState } from "../session/session-state.ts";
 import { BACKLOG_NAME } from "./backlog-object.ts";
-import { apply, download, endsClosed } from "./importer.ts";
+import { apply, checkManifestFor, download, endsClosed } from "./importer.ts";
 import { Layout } from "./layout.ts";
 import { parseManifest } from "./manifest.ts";
 import { openStore } from "./open-store.ts";
@@ -254,7 +254,9 @@ export class SessionSync {
     const bytes = doomed ? null : await c.store.get(key);
     if (!bytes) throw notFound(`checkpoint ${checkpoint} is not in storage`);
     const m = parseManifest(bytes);
-    const d = await download(c.store, m);
+    const r = this.#state.require();
+    checkManifestFor(m, { id: r.id, tenant: r.tenant }, checkpoint);
+    const d = await download(c.store, m, c.layout);
     // Only another deployment could have closed it; close is permanent there too.
     if (endsClosed(d)) throw conflict(`checkpoint ${checkpoint} is the close of the session`);
     // No upload round may interleave with the replacement.
@@ -285,8 +287,8 @@ export class SessionSync {
     const bytes = await store.get(layout.latest());
     if (!bytes) return false;
     const m = parseManifest(bytes);
-    if (m.session.id !== id || m.session.tenant !== tenant) throw new ServiceError("service_error", "the stored manifest names another session");
-    const d = await download(store, m);
+    checkManifestFor(m, { id, tenant });
+    const d = await download(store, m, layout);
     if (this.#state.row()) return true;
     apply(this.#state, layout, m, d, "load", new Date().toISOString());
     await this.changed();

@@ -56,6 +56,7 @@ type CheckpointRow = {
   time: string;
   native_key: string | null;
   native_records: number | null;
+  native_hash: string | null;
   published: number;
 };
 
@@ -156,8 +157,10 @@ export class Uploader {
           .exec<{ record: string }>("SELECT record FROM native WHERE seq > ? AND seq <= ? ORDER BY seq", before, cp.native_seq)
           .toArray();
         const key = this.#layout.native(cp.id);
-        await this.#store.create(key, encoder.encode(records.map((r) => `${r.record}\n`).join("")), NDJSON);
-        this.#sql.exec("UPDATE checkpoints SET native_key = ?, native_records = ? WHERE id = ?", key, records.length, cp.id);
+        const text = records.map((r) => `${r.record}\n`).join("");
+        await this.#store.create(key, encoder.encode(text), NDJSON);
+        const hash = createHash("sha256").update(text).digest("hex");
+        this.#sql.exec("UPDATE checkpoints SET native_key = ?, native_records = ?, native_hash = ? WHERE id = ?", key, records.length, hash, cp.id);
       }
       await this.#store.create(this.#layout.checkpoint(cp.id), encoder.encode(JSON.stringify(this.manifest(cp.id))), JSON_TYPE);
       const published: Published = { checkpoint: cp.id, native: this.#layout.native(cp.id), offset: cp.event_offset, time: new Date().toISOString() };
@@ -184,6 +187,7 @@ export class Uploader {
       time: c.time,
       native: c.native_key!,
       records: c.native_records!,
+      ...(c.native_hash ? { sha256: c.native_hash } : {}),
     }));
     const history = this.#sql
       .exec<{ key: string; start: number; end_offset: number }>("SELECT * FROM sync_blocks WHERE start < ? ORDER BY start", offset)

@@ -38,12 +38,13 @@ import m0004 from "../../migrations/session/0004_bindings.sql";
 import m0005 from "../../migrations/session/0005_sync.sql";
 import m0006 from "../../migrations/session/0006_runtime_results.sql";
 import m0007 from "../../migrations/session/0007_sync_orphans.sql";
+import m0008 from "../../migrations/session/0008_native_hash.sql";
 import { RuntimeCalls } from "./runtime-calls.ts";
 import type { TenantObject } from "../tenant/tenant-object.ts";
 import type { Tool } from "../shared/api-schema.ts";
 import type { ToolResult } from "../shared/result-schema.ts";
 
-const MIGRATIONS = [m0001, m0002, m0003, m0004, m0005, m0006, m0007];
+const MIGRATIONS = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008];
 
 /** Retry delay for a tenant-index push that failed, ms. Only armed while the index is behind. */
 const INDEX_RETRY_MS = 2_000;

@@ -4,7 +4,7 @@
  * scripted provider; the stored files are read back by the test.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -218,6 +218,64 @@ describe("persistence (filesystem)", () => {
     expect(existsSync(file)).toBe(false);
     expectApiError(await post(`/sessions/${s.id}/restore`, { checkpoint: c1.id }), 404, "not_found");
     s.sse.close();
+  });
+
+  it("restore takes only this session's own objects, as uploaded: another session's checkpoint, or changed bytes, are refused and nothing is replaced or deleted", async () => {
+    const a = await createSession(stack.url);
+    const a0 = await turn(stack.url, a, "a zero");
+    await turn(stack.url, a, "a one");
+    const b = await createSession(stack.url);
+    await turn(stack.url, b, "b zero");
+    const b1 = await turn(stack.url, b, "b one");
+    for (const s of [a, b]) expect((await post(`/sessions/${s.id}/flush`)).body.pending).toBe(false);
+    const dirOf = (id: string) => path.join(store, path.dirname([...readTree(store).keys()].find((k) => k.includes(`/${id}/checkpoints/`))!), "..");
+    const [aDir, bDir] = [dirOf(a.id), dirOf(b.id)];
+    const aEvents = await allEvents(stack.url, a.id);
+    const bObjects = readTree(bDir);
+    const refused = async (checkpoint: string) => {
+      expectApiError(await post(`/sessions/${a.id}/restore`, { checkpoint }), 500, "service_error");
+      expect(await allEvents(stack.url, a.id)).toEqual(aEvents);
+      expect((await get(`/sessions/${a.id}`)).body.checkpoint.id).not.toBe(a0.id);
+    };
+
+    // B's checkpoint file copied into A's folder, under its own name and renamed as one of A's.
+    copyFileSync(path.join(bDir, "checkpoints", `${b1.id}.json`), path.join(aDir, "checkpoints", `${b1.id}.json`));
+    await refused(b1.id);
+    const a0File = path.join(aDir, "checkpoints", `${a0.id}.json`);
+    const a0Text = readFileSync(a0File, "utf8");
+    copyFileSync(path.join(bDir, "checkpoints", `${b1.id}.json`), a0File);
+    await refused(a0.id);
+    // B's manifest dressed up as A's: the keys it names are still B's objects.
+    const forged = JSON.parse(readFileSync(path.join(bDir, "checkpoints", `${b1.id}.json`), "utf8"));
+    forged.session.id = a.id;
+    writeFileSync(path.join(aDir, "checkpoints", `${b1.id}.json`), JSON.stringify(forged));
+    await refused(b1.id);
+    expect(readTree(bDir)).toEqual(bObjects);
+    // A's own manifests, naming another session, or filed under another of A's checkpoints.
+    const a1File = path.join(aDir, "checkpoints", `${(await get(`/sessions/${a.id}`)).body.checkpoint.id}.json`);
+    writeFileSync(a0File, JSON.stringify({ ...JSON.parse(a0Text), session: { ...JSON.parse(a0Text).session, id: b.id } }));
+    await refused(a0.id);
+    copyFileSync(a1File, a0File);
+    await refused(a0.id);
+
+    // A's own checkpoint, but one block, or the native object, changed in place (same length).
+    writeFileSync(a0File, a0Text);
+    const block = path.join(aDir, "blocks", readdirSync(path.join(aDir, "blocks"))[0]!);
+    const blockText = readFileSync(block, "utf8");
+    writeFileSync(block, blockText.replace("a zero", "A ZERO"));
+    await refused(a0.id);
+    writeFileSync(block, blockText);
+    const native = path.join(aDir, "native", `${a0.id}.ndjson`);
+    const nativeText = readFileSync(native, "utf8");
+    writeFileSync(native, nativeText.replace("a zero", "A ZERO"));
+    await refused(a0.id);
+    writeFileSync(native, nativeText);
+
+    // Untouched, the same restore works, and B restores from its own objects.
+    expect((await post(`/sessions/${a.id}/restore`, { checkpoint: a0.id })).body.checkpoint).toEqual(a0);
+    expect((await post(`/sessions/${b.id}/restore`, { checkpoint: b1.id })).body.checkpoint).toEqual(b1);
+    a.sse.close();
+    b.sse.close();
   });
 
   it("restore of a running session is 409 conflict; of a closed one too", async () => {
