@@ -344,7 +344,8 @@ export class SessionRunner implements PoolSession {
     await opened;
     await this.#o.pool.evict(this);
     if (tell) {
-      this.link.send({ t: "detached", reason, ...(yielded ? { yielded } : {}) });
+      // Only a shutdown passes an override: the object ends what still waits in its queue.
+      this.link.send({ t: "detached", reason, ...(yielded ? { yielded } : {}), ...(override ? { shutdown: true as const } : {}) });
       await this.link.waitAcked(DETACH_ACK_MS);
     }
     this.link.close(1000, "detached");

@@ -152,6 +152,13 @@ export class Turns {
           this.#sql.exec("UPDATE inputs SET state = 'queued' WHERE state = 'running'");
           return { events: [], detached: true, next: true };
         }
+        if (m.shutdown) {
+          // A shutdown interrupts the session's work (a turn whose `run` crossed the drain included),
+          // so nothing accepted before it runs after the restart unannounced.
+          const stopped = turn !== undefined || this.hasQueued();
+          const events = stopped ? this.#s.endWork(now, "interrupted", { running: { code: "conflict", message: m.reason }, queued: m.reason }) : [];
+          return { events, detached: true, next: true };
+        }
         const events = turn
           ? this.#s.endWork(now, "failed", {
               running: { code: "service_error", message: `the harness let go of the session mid-turn: ${m.reason}` },

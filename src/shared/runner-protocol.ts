@@ -22,9 +22,9 @@ import { StopReasonSchema, ToolResultSchema, UsageSchema } from "./result-schema
 /**
  * Protocol version both ends must speak. A runner-host states it when it dials the control socket
  * (`?protocol=`); the Worker refuses another version with 409 and a message naming both (2: the
- * control socket also states its region).
+ * control socket also states its region; 3: `detached` says `shutdown`).
  */
-export const RUNNER_PROTOCOL = 2;
+export const RUNNER_PROTOCOL = 3;
 
 /** Path a runner-host dials for its control socket (WebSocket upgrade, runner secret as bearer). */
 export const CONTROL_PATH = "/internal/runners/control";
@@ -222,8 +222,10 @@ const NumberedUpSchemas = [
    * The runner-host let go of the session (idle eviction, harness crash, shutdown). `yielded`: it let
    * go of an idle session to make room (`limits.loaded`) and started no turn after deciding to, so a
    * turn the object began meanwhile (its `run` crossed the decision) never ran: it is queued again.
+   * `shutdown`: it is shutting down, so input still queued ends as a shutdown ends it (spec "States
+   * and transitions": interrupted, each queued input with `conflict`), not at the next placement.
    */
-  z.strictObject({ t: z.literal("detached"), seq: Seq, reason: z.string(), yielded: z.literal(true).optional() }),
+  z.strictObject({ t: z.literal("detached"), seq: Seq, reason: z.string(), yielded: z.literal(true).optional(), shutdown: z.literal(true).optional() }),
 ] as const;
 export const NumberedUpSchema = z.discriminatedUnion("t", [...NumberedUpSchemas]);
 export type NumberedUp = z.infer<typeof NumberedUpSchema>;

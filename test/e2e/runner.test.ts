@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, sessionProcessPids, startStack, type Stack, oneTenantConfig } from "../helpers/stack.ts";
+import { REFERENCE_HARNESSES, ROOT, secret, sessionProcessPids, startStack, type Stack, oneTenantConfig } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("runner-manage"), OPENAI_KEY: "sk-rotation-old" };
 let provider: ScriptedProvider;
@@ -214,5 +214,35 @@ describe("runner-host lost and shutdown", () => {
     // The stream was ended by the service after those frames, not cut by the runtime stopping.
     const ended = stack.stderr().split("\n").filter((l) => l.includes('"msg":"event streams ended"')).map((l) => JSON.parse(l));
     expect(ended).toMatchObject([{ ended: 1, cut: 0 }]);
+  });
+
+  it("SIGTERM interrupts input still queued for a harness process too: conflict before execution, and it does not run after the restart", async () => {
+    // One harness process for one session: Y's message waits for the process X's hung turn holds.
+    const single = { ...config(), harnesses: { pi: { ...REFERENCE_HARNESSES.pi, max_hosts: 1, max_shared: 1, spares: 0 } } };
+    let stack = await startStack({ config: single, env });
+    const x = await session(stack);
+    const y = await session(stack);
+    await say(stack, x, "[[hang]]");
+    await statusFrame(x, "running");
+    const queued = await say(stack, y, "queued behind the only process");
+    const { code } = await stack.stop("SIGTERM");
+    expect(code).toBe(0);
+    await y.sse.ended;
+    expect(y.sse.frames.filter((f) => f.event !== "session.status" || f.json.data.status !== "idle").map((f) => [f.event, f.json.data.code ?? f.json.data.status, f.json.input_id])).toEqual([
+      ["user.message", undefined, undefined],
+      ["session.error", "conflict", queued],
+      ["session.status", "interrupted", undefined],
+    ]);
+    expect(y.sse.frames.find((f) => f.event === "session.error")!.json.data.message).toMatch(/^the queued input was interrupted before execution: /);
+
+    stack = await startStack({ config: single, env, dir: stack.dir });
+    try {
+      // After the restart nothing runs until a resume: the log is what it was at the shutdown.
+      const before = y.sse.frames.filter((f) => f.json.cursor).map((f) => f.json.id);
+      expect((await call(stack.url, "GET", `/sessions/${y.id}`, { token: env.MANAGE })).body.status).toBe("interrupted");
+      expect((await log(stack, y.id)).map((e) => e.id)).toEqual(before);
+    } finally {
+      await stack.stop();
+    }
   });
 });

@@ -36,7 +36,7 @@ describe("runner-host drain", () => {
 
     for (const [fake, turn] of [[streaming, ts], [tooling, tt], [waiting, tw]] as const) {
       expect(await turnEnd(fake, turn)).toMatchObject(SHUTDOWN);
-      expect(fake.ups.items.at(-1)).toMatchObject({ t: "detached", reason: "the runner-host is shutting down" });
+      expect(fake.ups.items.at(-1)).toMatchObject({ t: "detached", reason: "the runner-host is shutting down", shutdown: true });
       expect(fake.appliedUp).toBe(fake.ups.items.filter((m) => "seq" in m).length); // all delivered
       expect((await fake.sockets.find((s) => !s.open)).code).toBe(1000);
     }

@@ -222,7 +222,9 @@ describe("runner-host capacity", () => {
     rig = await Rig.start({ host: { sessionIdleMs: 60_000, sessionDropMs: 100 } });
     const a = await rig.open("drop-a");
     await opened(a);
-    expect(await a.ups.find((m) => m.t === "detached")).toMatchObject({ reason: expect.stringMatching(/^idle for/) });
+    const detached = await a.ups.find((m) => m.t === "detached");
+    expect(detached).toMatchObject({ reason: expect.stringMatching(/^idle for/) });
+    expect(detached).not.toHaveProperty("shutdown"); // an idle drop ends nothing the object queued
     expect((await a.sockets.find((s) => !s.open)).code).toBe(1000);
     expect(rig.host.capacity().loaded).toBe(0);
   });
