@@ -29,11 +29,21 @@ function isLoopback(hostname: string): boolean {
   return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
 }
 
-/** `ws(s)://<base><path>?<query>` with the runner secret as bearer (the Worker checks it). */
-export function dial(baseUrl: string, path: string, secret: string, query: Record<string, string> = {}): WebSocket {
-  const url = new URL(path, baseUrl);
+/**
+ * `ws(s)://<base><path>?<query>`: `path` goes below the base URL's own path, so a service served
+ * under a prefix (`https://example.com/agents`, a reverse proxy that strips it) is dialled there.
+ */
+export function dialUrl(baseUrl: string, path: string, query: Record<string, string> = {}): URL {
+  const url = new URL(baseUrl);
+  url.pathname = `${url.pathname.replace(/\/+$/, "")}${path}`;
   url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+  return url;
+}
+
+/** A WebSocket to `dialUrl(...)` with the runner secret as bearer (the Worker checks it). */
+export function dial(baseUrl: string, path: string, secret: string, query: Record<string, string> = {}): WebSocket {
+  const url = dialUrl(baseUrl, path, query);
   // No permessage-deflate: link messages are small JSON, and compressing each one cost more CPU
   // in the runner-host (and workerd) than anything else on the link (bench/RESULTS.md, profile).
   const ws = new WebSocket(url, { headers: { Authorization: `Bearer ${secret}` }, perMessageDeflate: false });

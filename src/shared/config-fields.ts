@@ -26,8 +26,7 @@ export const tenant = z.string().refine((s) => s.length > 0 && byteLength(s) <= 
   error: `must be 1 to ${TENANT_MAX_BYTES} bytes`,
 });
 
-/** `path: false`: an origin served at its root (`/` or nothing after the host). */
-export type UrlRules = { query: boolean; fragment: boolean; credentials: boolean; path?: boolean };
+export type UrlRules = { query: boolean; fragment: boolean; credentials: boolean };
 
 /**
  * Why an http(s) URL is unacceptable, or undefined when it is fine. Checks the raw text as well as
@@ -47,7 +46,6 @@ export function urlProblem(text: string, allow: UrlRules): string | undefined {
   if (!allow.credentials && authority.includes("@")) return "must not contain credentials";
   if (!allow.query && text.includes("?")) return "must not have a query";
   if (!allow.fragment && text.includes("#")) return "must not have a fragment";
-  if (allow.path === false && url.pathname !== "/") return "must be an origin with no path (the service is served at its root)";
   return undefined;
 }
 

@@ -174,7 +174,7 @@ const providers = z
 
 export const HostConfigSchema = z.strictObject({
   listen: listen.default("127.0.0.1:8080"),
-  public_url: httpUrl({ credentials: false, query: false, fragment: false, path: false }).default("http://127.0.0.1:8080"),
+  public_url: httpUrl({ credentials: false, query: false, fragment: false }).default("http://127.0.0.1:8080"),
   /** Spec: "a hidden directory in the working directory"; resolved by the Node side. */
   data_dir: nonEmpty.default(".svc"),
   tokens: z.array(TokenSchema).min(1, { error: "must list at least one token" }),

@@ -22,8 +22,8 @@ import {
 import { ToolsSchema } from "./config-tools.ts";
 
 export const RunnerConfigSchema = z.strictObject({
-  /** The service's public origin: the runner-host dials `<public_url>/internal/runners/...`. */
-  public_url: httpUrl({ credentials: false, query: false, fragment: false, path: false }).default("http://127.0.0.1:8080"),
+  /** The service's public base URL: the runner-host dials `<public_url>/internal/runners/...`. */
+  public_url: httpUrl({ credentials: false, query: false, fragment: false }).default("http://127.0.0.1:8080"),
   data_dir: nonEmpty.default(".svc"),
   /** One of the service's `runners.regions` (or "default" when it configures none). */
   region: regionName.default(DEFAULT_REGION),

@@ -100,9 +100,11 @@ describe("host configuration file: top level", () => {
     expect(parseListen("[::1]:8080")).toEqual({ host: "::1", port: 8080 });
     expect(parseListen("127.0.0.1:0")).toEqual({ host: "127.0.0.1", port: 0 });
   });
-  it("accepts an https public_url at the root, with or without the trailing slash", () => {
+  it("accepts an https public_url at the root or under a path (a base URL), with or without the trailing slash", () => {
     expect(ok(with_({ public_url: "https://svc.example.com" })).public_url).toBe("https://svc.example.com");
     expect(ok(with_({ public_url: "https://svc.example.com/" })).public_url).toBe("https://svc.example.com/");
+    expect(ok(with_({ public_url: "https://svc.example.com/agents" })).public_url).toBe("https://svc.example.com/agents");
+    expect(ok(with_({ public_url: "http://127.0.0.1:8080/some/prefix/" })).public_url).toBe("http://127.0.0.1:8080/some/prefix/");
   });
   it.each([
     ["ftp://svc.example.com", "must be an http:// or https:// URL"],
@@ -112,9 +114,6 @@ describe("host configuration file: top level", () => {
     ["http://svc.example.com/?a=1", "must not have a query"],
     ["http://svc.example.com/?", "must not have a query"],
     ["http://svc.example.com/#top", "must not have a fragment"],
-    // Runner-hosts dial `/internal/runners/...` at the root: a path would be silently dropped.
-    ["https://svc.example.com/base", "must be an origin with no path (the service is served at its root)"],
-    ["http://127.0.0.1:8080/some/prefix/", "must be an origin with no path (the service is served at its root)"],
   ])("rejects public_url %s", (public_url, why) => rejects(with_({ public_url }), `public_url: ${why}`));
   it("rejects an empty data_dir", () => rejects(with_({ data_dir: "" }), "data_dir: must not be empty"));
 });
