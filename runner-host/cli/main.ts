@@ -99,7 +99,7 @@ export async function main(argv: string[]): Promise<number> {
   if (envFile) log("info", "environment file loaded", { path: envFile });
   if (command === "runner") return runRunner(configArg, check, status);
   const loaded = await loadConfigFile(configArg);
-  if (!loaded.ok || check) return reportConfig(configArg, loaded);
+  if (!loaded.ok || check) return reportConfig(configArg, loaded, check);
 
   const options = { config: loaded.config, configPath: loaded.path };
   return start(() => import("./local-stack.ts").then((m) => m.startLocalStack({ ...options, runner })));
@@ -107,12 +107,17 @@ export async function main(argv: string[]): Promise<number> {
 
 /**
  * A config that does not load: its problems on stderr (exit 1); one that does, under `-check`:
- * exit 0 once its data_dir is usable too (looked at, not created).
+ * exit 0 once its data_dir is usable too (looked at, not created). `-check` prints the problems
+ * as plain lines for a person; a start that refuses the file logs them as JSON lines, like every
+ * other start failure.
  */
-function reportConfig(configArg: string, loaded: { ok: true; path: string; config: { data_dir: string } } | { ok: false; problems: string[] }): number {
+function reportConfig(configArg: string, loaded: { ok: true; path: string; config: { data_dir: string } } | { ok: false; problems: string[] }, check: boolean): number {
   const unusable = loaded.ok ? dataDirProblem(resolveDataDir(loaded.config)) : null;
   const problems = loaded.ok ? (unusable === null ? [] : [unusable]) : loaded.problems;
-  for (const problem of problems) process.stderr.write(`${configArg}: ${problem}\n`);
+  for (const problem of problems) {
+    if (check) process.stderr.write(`${configArg}: ${problem}\n`);
+    else log("error", `svc: could not start: ${configArg}: ${problem}`);
+  }
   if (!loaded.ok || problems.length > 0) return 1;
   process.stdout.write(`config ok: ${loaded.path}\n`);
   return 0;
@@ -121,7 +126,7 @@ function reportConfig(configArg: string, loaded: { ok: true; path: string; confi
 /** `svc runner`: only the variables a runner-host reads are required (none for `-status`). */
 async function runRunner(configArg: string, check: boolean, status: boolean): Promise<number> {
   const loaded = await loadRunnerConfigFile(configArg, process.env, { checkEnv: !status });
-  if (!loaded.ok || check) return reportConfig(configArg, loaded);
+  if (!loaded.ok || check) return reportConfig(configArg, loaded, check);
   const runnerMain = () => import("./runner-command.ts");
   if (status) return (await runnerMain()).printRunnerStatus(loaded.config);
   return start(async () => (await runnerMain()).runRunnerHost({ config: loaded.config, configPath: loaded.path }));

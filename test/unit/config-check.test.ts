@@ -72,6 +72,18 @@ describe("svc -check validates the file and all referenced environment variables
     expect(r.stdout).toBe("");
     expect(r.stderr.trimEnd().split("\n")).toEqual([`${path}: limits.queue: must be between 1 and 1024`, `${path}: extra: unknown field`]);
   });
+  it("a start that refuses the file logs the same problems as JSON lines, like its other start failures", async () => {
+    const path = writeConfig("bad-field-start.json", { limits: { queue: 0 }, extra: true });
+    for (const args of [["-config", path], ["runner", "-config", path]]) {
+      const r = await svc(args);
+      expect(r).toMatchObject({ code: 1, stdout: "" });
+      const lines = r.stderr.trimEnd().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(lines.map((l) => [l.level, l.msg])).toEqual([
+        ["error", `svc: could not start: ${path}: limits.queue: must be between 1 and 1024`],
+        ["error", `svc: could not start: ${path}: extra: unknown field`],
+      ]);
+    }
+  });
   it("exits 1 for a tool schema that would fail every call: a dangling $ref, a keyword of the wrong shape", async () => {
     const tool = { description: "d", url: "http://127.0.0.1:9/t", tenants: ["acme"] };
     const path = writeConfig("bad-schema.json", {
