@@ -36,6 +36,14 @@ export const OVERRIDABLE_APIS: readonly string[] = [
 /** pi levels, lowest first. pi 0.73.1 has no `max`; see `resolveEffort`. */
 const PI_LEVELS: readonly string[] = ["off", "minimal", "low", "medium", "high", "xhigh"];
 
+/**
+ * OpenAI's o-series (o1, o3, o4-mini, …, under any provider that serves them) take
+ * `reasoning_effort` low, medium or high only: reasoning cannot be turned off, and `minimal` is
+ * GPT-5's. pi-ai 0.73.1's catalog lists every level for them, so `off` would be sent as no effort
+ * (the model reasons at its default, unasked) and `minimal` refused by the API as a provider error.
+ */
+const O_SERIES = /^o[1-9](?:$|-)/;
+
 export function splitModelRef(ref: string): { prefix: string; id: string } {
   const slash = ref.indexOf("/");
   if (slash <= 0 || slash === ref.length - 1) {
@@ -56,6 +64,9 @@ export function resolveModel(ref: string, providers: Record<string, ProviderConf
     throw new CommandError("model_unavailable", `model "${ref}" is not in the offline catalog`);
   }
   const model: Model<Api> = { ...base };
+  if (O_SERIES.test(id) && model.reasoning) {
+    model.thinkingLevelMap = { ...model.thinkingLevelMap, off: null, minimal: null };
+  }
   if (config.base_url) model.baseUrl = config.base_url.replace(/\/+$/, "");
   if (config.api && config.api !== base.api) {
     model.api = config.api;

@@ -47,6 +47,10 @@ describe("reasoning effort: checked strictly, never clamped", () => {
     ["openai", "gpt-4o-mini", ["off"]],
     ["openai", "gpt-5", ["minimal", "low", "medium", "high"]],
     ["openai", "gpt-5.2", ["minimal", "low", "medium", "high", "xhigh"]],
+    // The o-series cannot turn reasoning off and has no minimal (pi's catalog lists both).
+    ["openai", "o3-mini", ["low", "medium", "high"]],
+    ["openai", "o1", ["low", "medium", "high"]],
+    ["azure-openai-responses", "o4-mini", ["low", "medium", "high"]],
     ["anthropic", "claude-sonnet-4-5", ["off", "minimal", "low", "medium", "high"]],
     // xhigh is sent as the provider's "max": max is available, and xhigh maps upward (allowed).
     ["anthropic", "claude-opus-4-6", ["off", "minimal", "low", "medium", "high", "xhigh", "max"]],
@@ -54,7 +58,15 @@ describe("reasoning effort: checked strictly, never clamped", () => {
     ["deepseek", "deepseek-v4-pro", ["off", "high", "xhigh", "max"]],
     ["google", "gemini-3-pro-preview", ["low", "high"]],
   ])("%s/%s supports exactly %j", (provider, id, efforts) => {
-    expect(supportedEfforts(catalog(provider, id))).toEqual(efforts);
+    expect(supportedEfforts(resolveModel(`${provider}/${id}`, { [provider]: { key: "k" } }))).toEqual(efforts);
+  });
+
+  it("o-series: off (also when omitted) and minimal are unsupported, not sent as no effort or refused by the API", () => {
+    const m = resolveModel("openai/o3-mini", { openai: { key: "k" } });
+    expect(() => resolveEffort(m, undefined, "openai/o3-mini")).toThrow('reasoning effort "off" is unsupported by model openai/o3-mini; supported: low, medium, high');
+    expect(() => resolveEffort(m, "minimal", "openai/o3-mini")).toThrow(/unsupported/);
+    expect(resolveEffort(m, "low", "openai/o3-mini")).toBe("low");
+    expect(catalog("openai", "o3-mini").thinkingLevelMap).toBeUndefined(); // the shared catalog entry is untouched
   });
 
   it("treats omitted and empty as off", () => {
