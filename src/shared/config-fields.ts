@@ -30,7 +30,7 @@ export type UrlRules = { query: boolean; fragment: boolean; credentials: boolean
 
 /**
  * Why an http(s) URL is unacceptable, or undefined when it is fine. Checks the raw text as well as
- * the parsed URL: WHATWG parsing forgives `http:host` and drops an empty `?` or `@`, which would let
+ * the parsed URL: WHATWG parsing forgives `http:host` and `http:///host` and drops an empty `?` or `@`, which would let
  * a typo through as something the operator did not write.
  */
 export function urlProblem(text: string, allow: UrlRules): string | undefined {
@@ -41,8 +41,9 @@ export function urlProblem(text: string, allow: UrlRules): string | undefined {
   } catch {
     return "must be a valid http(s) URL";
   }
-  if (url.hostname === "") return "must be an http(s) URL with a host";
-  const authority = text.slice(text.indexOf("//") + 2).split(/[/?#]/, 1)[0] ?? "";
+  const authority = text.slice(text.indexOf("//") + 2).split(/[/?#\\]/, 1)[0] ?? "";
+  // `http:///v1` parses with `v1` as its host: the text has no host where the operator meant one.
+  if (url.hostname === "" || authority === "") return "must be an http(s) URL with a host";
   if (!allow.credentials && authority.includes("@")) return "must not contain credentials";
   if (!allow.query && text.includes("?")) return "must not have a query";
   if (!allow.fragment && text.includes("#")) return "must not have a fragment";

@@ -202,6 +202,9 @@ describe("host configuration file: providers", () => {
     ["ftp://api.example.com", "must be an http:// or https:// URL"],
     ["https://key:secret@api.example.com/v1", "must not contain credentials"],
     ["http://", "must be a valid http(s) URL"],
+    // WHATWG parsing would take `v1` as the host.
+    ["http:///v1", "must be an http(s) URL with a host"],
+    ["https:///", "must be a valid http(s) URL"],
   ])("rejects base_url %s", (base_url, why) => rejects(withProvider({ base_url }), `providers.openai.base_url: ${why}`));
   it.each(["openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai", "mistral-conversations"])(
     "accepts api %s",
