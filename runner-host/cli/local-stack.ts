@@ -156,7 +156,7 @@ async function launchOn(o: LocalStackOptions, env: NodeJS.ProcessEnv, dataDir: s
       // New work is refused first (at once, not when the fleet snapshot next sees the drain); then
       // turns end as interrupted by shutdown and reach their objects before the objects go away;
       // then open event streams take those final events and end before the runtime is killed.
-      await beginDrain(url, secret);
+      await beginDrain(url, secret, runner !== undefined);
       await runner?.stop();
       await endEventStreams(url, secret);
       await mf.dispose();
@@ -170,9 +170,13 @@ const DRAIN_CALL_MS = 2_000;
 /** Slack over the Worker's own bound for the end-streams call to answer, ms. */
 const END_STREAMS_SLACK_MS = 2_000;
 
-/** Tells the Worker the stack is shutting down: new sessions, messages and streams get `429`. */
-async function beginDrain(url: string, secret: string): Promise<void> {
-  await shutdownCall(url, DRAIN_PATH, secret, DRAIN_CALL_MS, "could not tell the worker to refuse new work");
+/**
+ * Tells the Worker the stack is shutting down: new sessions, messages and streams get `429`. With
+ * its own runner-host (`endWaiting`) the whole service stops, so sessions still waiting for room on
+ * a runner-host end their queued input too; `-no-runner` stops only the Worker (like a deploy).
+ */
+async function beginDrain(url: string, secret: string, endWaiting: boolean): Promise<void> {
+  await shutdownCall(url, `${DRAIN_PATH}${endWaiting ? "?waiting=end" : ""}`, secret, DRAIN_CALL_MS, "could not tell the worker to refuse new work");
 }
 
 /**

@@ -85,11 +85,18 @@ internal.get("/status", async (c) => {
 /**
  * `POST /internal/drain` (DRAIN_PATH, runner secret): the local stack's first step on a signal.
  * From then on this isolate refuses new sessions, messages and streams (`429`) and readiness is
- * `503`, while the runner-host interrupts the running turns.
+ * `503`, while the runner-host interrupts the running turns. `?waiting=end` (a stack with its own
+ * runner-host) also ends the queued input of sessions the RunnerPools hold waiting for room.
  */
-internal.post("/drain", (c) => {
+internal.post("/drain", async (c) => {
   beginShutdown();
   log("info", "shutting down: new work is refused");
+  if (c.req.query("waiting") === "end") {
+    // The whole stack stops: input still waiting for a runner-host ends as a shutdown ends it.
+    const regions = configuredRegions(c.get("runtime").config);
+    const ended = await Promise.all(regions.map((r) => c.env.RUNNERS.getByName(poolName(r)).endWaiting("the service is shutting down")));
+    log("info", "sessions waiting for a runner-host interrupted", { sessions: ended.reduce((a, b) => a + b, 0) });
+  }
   return c.json({ status: "draining" });
 });
 

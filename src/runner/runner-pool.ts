@@ -206,6 +206,26 @@ export class RunnerPool extends DurableObject<Env> {
   }
 
   /**
+   * The local stack is shutting down whole: every session waiting here for room ends its queued
+   * input (spec "States and transitions": shutdown interrupts queued input). Returns how many.
+   */
+  async endWaiting(reason: string): Promise<number> {
+    const sql = this.ctx.storage.sql;
+    const waiting = sql.exec<{ session: string; lease: number }>("SELECT session, lease FROM waiting ORDER BY since").toArray();
+    sql.exec("DELETE FROM waiting");
+    await Promise.all(
+      waiting.map(async (w) => {
+        try {
+          await this.env.SESSIONS.getByName(w.session).shutdownWaiting(w.lease, reason);
+        } catch (e) {
+          log("warn", "could not interrupt a waiting session", { error: String(e) });
+        }
+      }),
+    );
+    return waiting.length;
+  }
+
+  /**
    * After a runner-host left: sessions waiting for a harness no runner-host here serves any more go
    * back to their objects (as if their runner-host was lost), which place them in another region.
    */

@@ -257,6 +257,23 @@ export class SessionObject extends DurableObject<Env> {
     await this.#afterChange();
   }
 
+  /**
+   * RunnerPool, at the local stack's shutdown: the session still waits for a runner-host (its lease
+   * never reached one), so its work ends as a shutdown ends it: `conflict` for each input, then
+   * `interrupted`. A session that was placed meanwhile is left to its runner-host's drain.
+   */
+  async shutdownWaiting(lease: number, reason: string): Promise<void> {
+    const row = this.#state.row();
+    if (!row || row.lease !== lease || row.link_state !== "requested") return;
+    const events = this.#state.storage.transactionSync(() => {
+      this.#link.release(reason);
+      const work = this.#turns.running() !== undefined || this.#turns.hasQueued();
+      return work ? this.#state.endWork(now(), "interrupted", { running: { code: "conflict", message: reason }, queued: reason }) : [];
+    });
+    this.#publish(events);
+    await this.#afterChange();
+  }
+
   /** RunnerPool: a runner-host can take this session now (it was waiting for one). */
   async placementAvailable(): Promise<void> {
     await this.#schedule();

@@ -214,6 +214,9 @@ describe("runner-host lost and shutdown", () => {
     // The stream was ended by the service after those frames, not cut by the runtime stopping.
     const ended = stack.stderr().split("\n").filter((l) => l.includes('"msg":"event streams ended"')).map((l) => JSON.parse(l));
     expect(ended).toMatchObject([{ ended: 1, cut: 0 }]);
+    // The whole stack stops, so the Worker was also asked to end input still waiting for a
+    // runner-host (none here; test/worker/shutdown-waiting.test.ts has one).
+    expect(stack.stderr()).toMatch(/"msg":"sessions waiting for a runner-host interrupted","sessions":0/);
   });
 
   it("SIGTERM interrupts input still queued for a harness process too: conflict before execution, and it does not run after the restart", async () => {
