@@ -87,6 +87,11 @@ export class Transport {
   readonly #fetch: typeof fetch;
 
   constructor(o: ClientOptions) {
+    const base = URL.parse(o.baseUrl);
+    // Paths are appended to the text: a query or fragment would swallow them.
+    if (!base || (base.protocol !== "http:" && base.protocol !== "https:") || o.baseUrl.includes("?") || o.baseUrl.includes("#")) {
+      throw new TypeError(`baseUrl must be an http(s) URL without a query or fragment, got ${JSON.stringify(o.baseUrl)}`);
+    }
     this.baseUrl = o.baseUrl.replace(/\/+$/, "");
     this.token = o.token;
     this.#retries = o.retries ?? DEFAULT_RETRIES;

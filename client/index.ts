@@ -22,9 +22,9 @@ import type { SessionEvent, EventListSchema, UserMessageEventSchema } from "../s
 import type { Command, ExecutorCredential, ExecutorRegistration, Reply } from "../src/shared/executor-protocol.ts";
 import type { SyncStatus } from "../src/shared/sync-schema.ts";
 import { ApiError, Transport, type ClientOptions } from "./http.ts";
-import { eventStream, frames, type StreamOptions } from "./stream.ts";
+import { eventStream, frames, StreamGaveUpError, type StreamOptions } from "./stream.ts";
 
-export { ApiError, type ClientOptions, type StreamOptions };
+export { ApiError, StreamGaveUpError, type ClientOptions, type StreamOptions };
 export type { Command, ExecutorCredential, ExecutorRegistration, Reply, Session, SessionEvent, Status, SyncStatus };
 export type CreateSession = z.input<typeof CreateSessionSchema>;
 export type Input = z.input<typeof InputSchema>;
@@ -110,14 +110,30 @@ export class SvcClient {
   registerExecutor(body: ExecutorRegistration): Promise<ExecutorCredential> {
     return this.#t.json("POST", "/executors", { body });
   }
-  /** An executor's command stream (call with the executor credential as token). Not resumable: commands are never replayed. */
+  /**
+   * An executor's command stream (call with the executor credential as token). Not resumable:
+   * commands are never replayed. Ends when the server ends it or `signal` aborts (as `stream`
+   * does); a dropped connection throws (open a new one: pending calls get `unknown_outcome`).
+   */
   async *commands(executorId: string, o: { signal?: AbortSignal } = {}): AsyncGenerator<Command> {
-    const res = await this.#t.raw(this.#t.url(`/executors/${enc(executorId)}/commands`), {
-      headers: this.#t.headers({ Accept: "text/event-stream" }),
-      signal: o.signal,
-    });
+    if (o.signal?.aborted) return;
+    let res: Response;
+    try {
+      res = await this.#t.raw(this.#t.url(`/executors/${enc(executorId)}/commands`), {
+        headers: this.#t.headers({ Accept: "text/event-stream" }),
+        signal: o.signal,
+      });
+    } catch (e) {
+      if (o.signal?.aborted) return;
+      throw e;
+    }
     if (!res.ok) throw await ApiError.from(res);
-    for await (const f of frames(res, o.signal)) yield JSON.parse(f.data) as Command;
+    try {
+      for await (const f of frames(res, o.signal)) yield JSON.parse(f.data) as Command;
+    } catch (e) {
+      if (o.signal?.aborted) return;
+      throw e;
+    }
   }
   reply(executorId: string, body: Reply): Promise<Status> {
     return this.#t.json("POST", `/executors/${enc(executorId)}/responses`, { body });

@@ -103,12 +103,25 @@ export const EventSchema = component(
 export type SessionEvent = z.output<typeof EventSchema>;
 export type EventType = SessionEvent["type"];
 export const EVENT_TYPES = VARIANTS.map((v) => v.shape.type.value) as EventType[];
-/** Types that are stored and carry a cursor; the others are live only. */
-export const RETAINED_TYPES = VARIANTS.filter((v) => "cursor" in v.shape).map((v) => v.shape.type.value) as EventType[];
+
+const RETAINED_VARIANTS = [
+  UserMessageEventSchema,
+  AssistantMessageEventSchema,
+  ToolCallEventSchema,
+  ToolResultEventSchema,
+  SessionStatusEventSchema,
+  SessionErrorEventSchema,
+] as const;
+
+export const RetainedEventSchema = component(
+  "RetainedEvent",
+  z.discriminatedUnion("type", RETAINED_VARIANTS),
+  "An event the log keeps (every type but `assistant.delta` and `tool.progress`); it always has a `cursor`.",
+);
 
 export const EventListSchema = component(
   "EventList",
-  z.strictObject({ events: z.array(EventSchema), next_cursor: z.string() }),
+  z.strictObject({ events: z.array(RetainedEventSchema), next_cursor: z.string() }),
   "A page of retained events. `next_cursor` is the last event's cursor, or the `after` sent when the page is empty.",
 );
 

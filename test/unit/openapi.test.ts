@@ -96,6 +96,12 @@ describe("the OpenAPI contract", () => {
     expect(doc.paths["/executors/{id}/commands"].get.responses["200"].content["text/event-stream"]["x-sse-frame"]).toEqual({
       $ref: "#/components/schemas/SseCommandFrame",
     });
+    // A JSON page holds retained events only: exactly the frame types that carry an `id`.
+    const retained = Object.keys(byType).filter((t) => byType[t].properties.id !== undefined).sort();
+    const page = doc.components.schemas.EventList.properties.events.items;
+    expect(page).toEqual({ $ref: "#/components/schemas/RetainedEvent" });
+    const listed = (doc.components.schemas.RetainedEvent.oneOf ?? doc.components.schemas.RetainedEvent.anyOf) as any[];
+    expect(listed.map((v) => doc.components.schemas[v.$ref.split("/").pop()].properties.type.const).sort()).toEqual(retained);
   });
 
   it("describes objects without additional properties, as the spec requires", () => {
