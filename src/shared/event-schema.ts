@@ -83,16 +83,16 @@ export const SessionErrorEventSchema = component(
   `A turn failed or a queued input was cancelled; a \`session.status\` follows. Codes: ${SESSION_ERROR_CODES.join(", ")}.`,
 );
 
-const VARIANTS = [
+/** The event types the log keeps (with a cursor); the live-only ones follow in VARIANTS. */
+const RETAINED_VARIANTS = [
   UserMessageEventSchema,
-  AssistantDeltaEventSchema,
   AssistantMessageEventSchema,
   ToolCallEventSchema,
-  ToolProgressEventSchema,
   ToolResultEventSchema,
   SessionStatusEventSchema,
   SessionErrorEventSchema,
 ] as const;
+const VARIANTS = [...RETAINED_VARIANTS, AssistantDeltaEventSchema, ToolProgressEventSchema] as const;
 
 export const EventSchema = component(
   "Event",
@@ -103,15 +103,6 @@ export const EventSchema = component(
 export type SessionEvent = z.output<typeof EventSchema>;
 export type EventType = SessionEvent["type"];
 export const EVENT_TYPES = VARIANTS.map((v) => v.shape.type.value) as EventType[];
-
-const RETAINED_VARIANTS = [
-  UserMessageEventSchema,
-  AssistantMessageEventSchema,
-  ToolCallEventSchema,
-  ToolResultEventSchema,
-  SessionStatusEventSchema,
-  SessionErrorEventSchema,
-] as const;
 
 export const RetainedEventSchema = component(
   "RetainedEvent",

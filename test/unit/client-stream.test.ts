@@ -16,7 +16,7 @@ const json = (status: number, body: unknown) => new Response(JSON.stringify(body
 /** A client whose fetch answers stream opens from `opens` in order, and `GET /sessions/{id}` with `status`. */
 function scripted(opens: (() => Answer)[], status = "idle") {
   const urls: string[] = [];
-  const fetch = (async (input: RequestInfo | URL) => {
+  const fetch = (async (input: string | URL | Request) => {
     const url = String(input);
     if (!url.includes("/events")) return json(200, { id: ID, status });
     urls.push(url);
