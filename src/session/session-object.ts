@@ -267,8 +267,7 @@ export class SessionObject extends DurableObject<Env> {
     if (!row || row.lease !== lease || row.link_state !== "requested") return;
     const events = this.#state.storage.transactionSync(() => {
       this.#link.release(reason);
-      const work = this.#turns.running() !== undefined || this.#turns.hasQueued();
-      return work ? this.#state.endWork(now(), "interrupted", { running: { code: "conflict", message: reason }, queued: reason }) : [];
+      return this.#state.endForShutdown(now(), reason);
     });
     this.#publish(events);
     await this.#afterChange();

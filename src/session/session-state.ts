@@ -195,6 +195,12 @@ export class SessionState {
     return { value: { status: "closed" }, events };
   }
 
+  /** A shutdown stops the session's work: `conflict` for each input, then `interrupted`; nothing without input. */
+  endForShutdown(now: string, reason: string): LoggedEvent[] {
+    const inputs = this.#storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs").one().n;
+    return inputs > 0 ? this.endWork(now, "interrupted", { running: { code: "conflict", message: reason }, queued: reason }) : [];
+  }
+
   /**
    * Ends all work of the session in one transaction: every open tool call gets its result (an
    * error, `unknown_outcome` when it had been dispatched), every input gets one `session.error` —

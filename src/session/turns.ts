@@ -155,9 +155,7 @@ export class Turns {
         if (m.shutdown) {
           // A shutdown interrupts the session's work (a turn whose `run` crossed the drain included),
           // so nothing accepted before it runs after the restart unannounced.
-          const stopped = turn !== undefined || this.hasQueued();
-          const events = stopped ? this.#s.endWork(now, "interrupted", { running: { code: "conflict", message: m.reason }, queued: m.reason }) : [];
-          return { events, detached: true, next: true };
+          return { events: this.#s.endForShutdown(now, m.reason), detached: true, next: true };
         }
         const events = turn
           ? this.#s.endWork(now, "failed", {
