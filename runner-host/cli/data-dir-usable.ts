@@ -4,7 +4,7 @@
  * and enter; a missing one needs its nearest existing ancestor to be such a directory (the start
  * creates the rest). Without this a regular file there fails the start with mkdir's EEXIST.
  */
-import { accessSync, constants, statSync } from "node:fs";
+import { accessSync, constants, lstatSync, statSync } from "node:fs";
 import path from "node:path";
 
 /** The problem with `dataDir` (absolute) as one sentence, or null when it is usable. */
@@ -16,6 +16,10 @@ export function dataDirProblem(dataDir: string): string | null {
       isDir = statSync(at).isDirectory();
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
+      // A link whose target is missing: mkdir would fail on it, not create the target.
+      if (code === "ENOENT" && lstatSync(at, { throwIfNoEntry: false })?.isSymbolicLink()) {
+        return `${at === dataDir ? `data_dir ${dataDir}` : `data_dir ${dataDir} cannot be created: ${at}`} is a symbolic link to nothing`;
+      }
       if (code === "ENOENT" && path.dirname(at) !== at) {
         at = path.dirname(at);
         continue;

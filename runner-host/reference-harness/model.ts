@@ -64,7 +64,8 @@ export function resolveModel(ref: string, providers: Record<string, ProviderConf
     throw new CommandError("model_unavailable", `model "${ref}" is not in the offline catalog`);
   }
   const model: Model<Api> = { ...base };
-  if (O_SERIES.test(id) && model.reasoning) {
+  // The last segment: routers name them `openai/o3-mini` (openrouter, vercel-ai-gateway).
+  if (O_SERIES.test(id.slice(id.lastIndexOf("/") + 1)) && model.reasoning) {
     model.thinkingLevelMap = { ...model.thinkingLevelMap, off: null, minimal: null };
   }
   if (config.base_url) model.baseUrl = config.base_url.replace(/\/+$/, "");

@@ -23,6 +23,36 @@ export function checkManifestFor(m: Manifest, session: { id: string; tenant: str
   if (checkpoint !== undefined && m.checkpoint?.id !== checkpoint) throw new StoreError(`the stored manifest of checkpoint ${checkpoint} names another checkpoint`);
   const last = m.checkpoints.at(-1);
   if (m.checkpoint && (last?.id !== m.checkpoint.id || last.offset !== m.checkpoint.offset)) throw new StoreError("the stored manifest's checkpoint is not its last");
+  if (m.checkpoints.some((c, i) => i > 0 && c.offset <= m.checkpoints[i - 1]!.offset)) throw new StoreError("the stored manifest's checkpoints are not in history order");
+}
+
+/**
+ * Restore replaces state this session wrote itself: where the session still records the checkpoint
+ * asked for (always, unless local state was lost), the manifest must say what the session
+ * recorded: the same checkpoints up to it, their offsets and native objects (and hashes). An
+ * edited manifest (an offset moved, a checkpoint dropped, a hash removed) is refused. Blocks are
+ * not compared: after a restore the session re-uploads a tail as a block of its own, while older
+ * manifests still (rightly) name the block that covered it.
+ */
+export function checkManifestAgainstLocal(s: SessionState, m: Manifest): void {
+  const sql = s.storage.sql;
+  const local = sql
+    .exec<{ id: string; event_offset: number; native_key: string | null; native_records: number | null; native_hash: string | null }>(
+      "SELECT id, event_offset, native_key, native_records, native_hash FROM checkpoints ORDER BY event_offset",
+    )
+    .toArray();
+  const upTo = local.findIndex((c) => c.id === m.checkpoint?.id);
+  if (upTo < 0) return;
+  const differs = (c: (typeof local)[number], x: Manifest["checkpoints"][number] | undefined) =>
+    !x ||
+    x.id !== c.id ||
+    x.offset !== c.event_offset ||
+    (c.native_key !== null && x.native !== c.native_key) ||
+    (c.native_records !== null && x.records !== c.native_records) ||
+    (c.native_hash !== null && x.sha256 !== c.native_hash);
+  if (m.checkpoints.length !== upTo + 1 || local.slice(0, upTo + 1).some((c, i) => differs(c, m.checkpoints[i]))) {
+    throw new StoreError("the stored manifest does not match this session's own record of its checkpoints");
+  }
 }
 
 /**
@@ -34,18 +64,23 @@ export function checkManifestFor(m: Manifest, session: { id: string; tenant: str
 export async function download(store: ObjectStore, m: Manifest, layout: Layout): Promise<Download> {
   const offset = m.checkpoint?.offset ?? 0;
   const lines: string[] = [];
+  // Every checkpoint offset must end an event (line): an offset inside one would cut it.
+  const ends = new Set([offset, ...m.checkpoints.map((c) => c.offset)].filter((o) => o > 0));
   let at = 0;
   for (const b of m.history) {
     if (b.start !== at) throw new StoreError(`history block ${b.key} starts at ${b.start}, expected ${at}`);
+    if (!layout.isBlock(b.key, b.start, b.end)) throw new StoreError(`history block ${b.key} is not a key of this session's blocks`);
     const text = await required(store, b.key);
-    if (b.key !== layout.block(b.start, b.end, sha256(text))) throw new StoreError(`history block ${b.key} is not this session's block of those bytes`);
+    if (b.key !== layout.block(b.start, b.end, sha256(text))) throw new StoreError(`history block ${b.key} does not hold the bytes its key names (SHA-256 differs)`);
     for (const line of text.split("\n").slice(0, -1)) {
       at += new TextEncoder().encode(line).byteLength + 1;
+      ends.delete(at);
       if (at <= offset) lines.push(line);
     }
     if (at !== b.end) throw new StoreError(`history block ${b.key} does not end at ${b.end}`);
   }
   if (at < offset) throw new StoreError(`the history in storage ends at ${at}, before the checkpoint at ${offset}`);
+  if (ends.size > 0) throw new StoreError(`checkpoint offset ${[...ends][0]} does not end an event of the stored history`);
   const native: string[][] = [];
   for (const c of m.checkpoints) {
     if (c.native !== layout.native(c.id)) throw new StoreError(`native object ${c.native} is not this session's object of checkpoint ${c.id}`);

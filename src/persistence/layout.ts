@@ -33,6 +33,13 @@ export class Layout {
     return `${this.#root}blocks/${pad(start)}-${pad(end)}-${hash.slice(0, 16)}.ndjson`;
   }
 
+  /** Whether `key` is this session's block key for `start`..`end` (any content hash): checked before it is read. */
+  isBlock(key: string, start: number, end: number): boolean {
+    const at = this.block(start, end, "");
+    const stem = at.slice(0, at.length - ".ndjson".length);
+    return key.length === at.length + 16 && key.startsWith(stem) && /^[0-9a-f]{16}\.ndjson$/.test(key.slice(stem.length));
+  }
+
   native(checkpoint: string): string {
     return `${this.#root}native/${checkpoint}.ndjson`;
   }

@@ -5,6 +5,8 @@
  */
 import { z } from "zod";
 import { SessionConfigSchema, ToolSchema } from "../shared/api-schema.ts";
+import { issueSummary } from "../shared/zod-issues.ts";
+import { StoreError } from "./store.ts";
 
 export const MANIFEST_FORMAT = 1;
 
@@ -66,6 +68,15 @@ export const ManifestSchema = z.strictObject({
 });
 export type Manifest = z.infer<typeof ManifestSchema>;
 
+/** A manifest from storage, or a StoreError that says what is wrong with it (for the log). */
 export function parseManifest(bytes: Uint8Array): Manifest {
-  return ManifestSchema.parse(JSON.parse(new TextDecoder().decode(bytes)));
+  let value: unknown;
+  try {
+    value = JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    throw new StoreError("the stored manifest is not JSON");
+  }
+  const r = ManifestSchema.safeParse(value);
+  if (!r.success) throw new StoreError(`the stored manifest is not one this release reads: ${issueSummary(r.error.issues)}`);
+  return r.data;
 }

@@ -19,7 +19,7 @@ import { conflict, notFound, overloaded, ServiceError, unsupported } from "../sh
 import { sessionObjectName } from "../session/object-name.ts";
 import type { SessionState } from "../session/session-state.ts";
 import { BACKLOG_NAME } from "./backlog-object.ts";
-import { apply, checkManifestFor, download, endsClosed } from "./importer.ts";
+import { apply, checkManifestAgainstLocal, checkManifestFor, download, endsClosed } from "./importer.ts";
 import { Layout } from "./layout.ts";
 import { parseManifest } from "./manifest.ts";
 import { openStore } from "./open-store.ts";
@@ -256,6 +256,7 @@ export class SessionSync {
     const m = parseManifest(bytes);
     const r = this.#state.require();
     checkManifestFor(m, { id: r.id, tenant: r.tenant }, checkpoint);
+    checkManifestAgainstLocal(this.#state, m);
     const d = await download(c.store, m, c.layout);
     // Only another deployment could have closed it; close is permanent there too.
     if (endsClosed(d)) throw conflict(`checkpoint ${checkpoint} is the close of the session`);

@@ -269,7 +269,26 @@ describe("persistence (filesystem)", () => {
     const nativeText = readFileSync(native, "utf8");
     writeFileSync(native, nativeText.replace("a zero", "A ZERO"));
     await refused(a0.id);
+    // …nor by editing the manifest to match: its hash dropped, its offset moved inside an event, a
+    // checkpoint dropped. The session's own record of its checkpoints says otherwise.
+    const edited = (edit: (m: any) => void) => {
+      const m = JSON.parse(a0Text);
+      edit(m);
+      writeFileSync(a0File, JSON.stringify(m));
+    };
+    edited((m) => delete m.checkpoints[0].sha256);
+    await refused(a0.id);
     writeFileSync(native, nativeText);
+    edited((m) => {
+      m.checkpoint.offset -= 3;
+      m.checkpoints[0].offset -= 3;
+    });
+    await refused(a0.id);
+    const a1Manifest = JSON.parse(readFileSync(a1File, "utf8"));
+    writeFileSync(a1File, JSON.stringify({ ...a1Manifest, checkpoints: a1Manifest.checkpoints.slice(1) }));
+    expectApiError(await post(`/sessions/${a.id}/restore`, { checkpoint: a1Manifest.checkpoint.id }), 500, "service_error");
+    writeFileSync(a1File, JSON.stringify(a1Manifest));
+    writeFileSync(a0File, a0Text);
 
     // Untouched, the same restore works, and B restores from its own objects.
     expect((await post(`/sessions/${a.id}/restore`, { checkpoint: a0.id })).body.checkpoint).toEqual(a0);

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -132,13 +132,17 @@ describe("a data_dir that cannot hold the stack's state is refused before anythi
   writeFileSync(file, "not a directory\n");
   const runnerEnv = { RUNNER_SECRET: "runner-secret-0123456789abcdef" };
 
-  it("-check names a data_dir that is a regular file, or lies under one, and creates nothing", async () => {
+  it("-check names a data_dir that is a regular file, lies under one, or is a link to nothing, and creates nothing", async () => {
     const onFile = writeConfig("data-on-file.json", { data_dir: file });
     expect(await svc(["-config", onFile, "-check"])).toEqual({ code: 1, stdout: "", stderr: `${onFile}: data_dir ${file} is not a directory\n` });
     const under = writeConfig("data-under-file.json", { data_dir: join(file, "state") });
     const r = await svc(["-config", under, "-check"]);
     expect(r).toMatchObject({ code: 1, stdout: "" });
     expect(r.stderr).toMatch(/data_dir .*plain-file\/state cannot be created: /);
+    const dangling = join(dir, "dangling");
+    symlinkSync(join(dir, "nowhere"), dangling);
+    const onLink = writeConfig("data-on-dangling.json", { data_dir: dangling });
+    expect(await svc(["-config", onLink, "-check"])).toEqual({ code: 1, stdout: "", stderr: `${onLink}: data_dir ${dangling} is a symbolic link to nothing\n` });
     const runner = writeConfig("data-on-file-runner.json", { data_dir: file, runners: { token_env: "RUNNER_SECRET" } });
     expect(await svc(["runner", "-config", runner, "-check"], runnerEnv)).toMatchObject({ code: 1, stderr: `${runner}: data_dir ${file} is not a directory\n` });
   });

@@ -51,6 +51,8 @@ describe("reasoning effort: checked strictly, never clamped", () => {
     ["openai", "o3-mini", ["low", "medium", "high"]],
     ["openai", "o1", ["low", "medium", "high"]],
     ["azure-openai-responses", "o4-mini", ["low", "medium", "high"]],
+    ["openrouter", "openai/o3-mini", ["low", "medium", "high"]],
+    ["vercel-ai-gateway", "openai/o3", ["low", "medium", "high"]],
     ["anthropic", "claude-sonnet-4-5", ["off", "minimal", "low", "medium", "high"]],
     // xhigh is sent as the provider's "max": max is available, and xhigh maps upward (allowed).
     ["anthropic", "claude-opus-4-6", ["off", "minimal", "low", "medium", "high", "xhigh", "max"]],
