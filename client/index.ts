@@ -117,21 +117,15 @@ export class SvcClient {
    */
   async *commands(executorId: string, o: { signal?: AbortSignal } = {}): AsyncGenerator<Command> {
     if (o.signal?.aborted) return;
-    let res: Response;
     try {
-      res = await this.#t.raw(this.#t.url(`/executors/${enc(executorId)}/commands`), {
+      const res = await this.#t.raw(this.#t.url(`/executors/${enc(executorId)}/commands`), {
         headers: this.#t.headers({ Accept: "text/event-stream" }),
         signal: o.signal,
       });
-    } catch (e) {
-      if (o.signal?.aborted) return;
-      throw e;
-    }
-    if (!res.ok) throw await ApiError.from(res);
-    try {
+      if (!res.ok) throw await ApiError.from(res);
       for await (const f of frames(res, o.signal)) yield JSON.parse(f.data) as Command;
     } catch (e) {
-      if (o.signal?.aborted) return;
+      if (o.signal?.aborted && !(e instanceof ApiError)) return;
       throw e;
     }
   }

@@ -10,6 +10,8 @@ import path from "node:path";
 /** The problem with `dataDir` (absolute) as one sentence, or null when it is usable. */
 export function dataDirProblem(dataDir: string): string | null {
   let at = dataDir;
+  // The sentence names the path looked at: data_dir itself, or the ancestor that stops its creation.
+  const what = () => (at === dataDir ? `data_dir ${dataDir}` : `data_dir ${dataDir} cannot be created: ${at}`);
   for (;;) {
     let isDir: boolean;
     try {
@@ -17,9 +19,7 @@ export function dataDirProblem(dataDir: string): string | null {
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       // A link whose target is missing: mkdir would fail on it, not create the target.
-      if (code === "ENOENT" && lstatSync(at, { throwIfNoEntry: false })?.isSymbolicLink()) {
-        return `${at === dataDir ? `data_dir ${dataDir}` : `data_dir ${dataDir} cannot be created: ${at}`} is a symbolic link to nothing`;
-      }
+      if (code === "ENOENT" && lstatSync(at, { throwIfNoEntry: false })?.isSymbolicLink()) return `${what()} is a symbolic link to nothing`;
       if (code === "ENOENT" && path.dirname(at) !== at) {
         at = path.dirname(at);
         continue;
@@ -27,12 +27,11 @@ export function dataDirProblem(dataDir: string): string | null {
       if (code === "ENOTDIR") return `data_dir ${dataDir} cannot be created: a parent of it is not a directory`;
       return `data_dir ${dataDir} cannot be read: ${code ?? String(e)}`;
     }
-    const what = at === dataDir ? `data_dir ${dataDir}` : `data_dir ${dataDir} cannot be created: ${at}`;
-    if (!isDir) return `${what} is not a directory`;
+    if (!isDir) return `${what()} is not a directory`;
     try {
       accessSync(at, constants.W_OK | constants.X_OK);
     } catch {
-      return `${what} is not writable by this process`;
+      return `${what()} is not writable by this process`;
     }
     return null;
   }

@@ -4,9 +4,8 @@
  * outside any transaction; the replacement is one `transactionSync`, so a failed download or a
  * crash leaves the local state as it was.
  */
-import { createHash } from "node:crypto";
 import type { SessionState } from "../session/session-state.ts";
-import type { Layout } from "./layout.ts";
+import { contentHash, type Layout } from "./layout.ts";
 import type { BlockRef, Manifest } from "./manifest.ts";
 import type { Published } from "./uploader.ts";
 import { decoder, StoreError, type ObjectStore } from "./store.ts";
@@ -71,7 +70,7 @@ export async function download(store: ObjectStore, m: Manifest, layout: Layout):
     if (b.start !== at) throw new StoreError(`history block ${b.key} starts at ${b.start}, expected ${at}`);
     if (!layout.isBlock(b.key, b.start, b.end)) throw new StoreError(`history block ${b.key} is not a key of this session's blocks`);
     const text = await required(store, b.key);
-    if (b.key !== layout.block(b.start, b.end, sha256(text))) throw new StoreError(`history block ${b.key} does not hold the bytes its key names (SHA-256 differs)`);
+    if (b.key !== layout.block(b.start, b.end, contentHash(text))) throw new StoreError(`history block ${b.key} does not hold the bytes its key names (SHA-256 differs)`);
     for (const line of text.split("\n").slice(0, -1)) {
       at += new TextEncoder().encode(line).byteLength + 1;
       ends.delete(at);
@@ -85,16 +84,12 @@ export async function download(store: ObjectStore, m: Manifest, layout: Layout):
   for (const c of m.checkpoints) {
     if (c.native !== layout.native(c.id)) throw new StoreError(`native object ${c.native} is not this session's object of checkpoint ${c.id}`);
     const text = await required(store, c.native);
-    if (c.sha256 !== undefined && sha256(text) !== c.sha256) throw new StoreError(`native object ${c.native} is not the one uploaded (SHA-256 differs)`);
+    if (c.sha256 !== undefined && contentHash(text) !== c.sha256) throw new StoreError(`native object ${c.native} is not the one uploaded (SHA-256 differs)`);
     const records = text.split("\n").slice(0, -1);
     if (records.length !== c.records) throw new StoreError(`native object ${c.native} holds ${records.length} records, expected ${c.records}`);
     native.push(records);
   }
   return { lines, native };
-}
-
-function sha256(text: string): string {
-  return createHash("sha256").update(text).digest("hex");
 }
 
 async function required(store: ObjectStore, key: string): Promise<string> {

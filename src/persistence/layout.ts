@@ -11,7 +11,16 @@
  * and `hash` (the first 16 hex of the block's SHA-256) keeps a block written after a restore apart
  * from an older block that covered the same offsets with other content.
  */
+import { createHash } from "node:crypto";
 import { sha256Hex } from "../shared/ids.ts";
+
+/**
+ * SHA-256 (64 hex) of an object's text: a block's key carries its first 16 hex, a manifest records
+ * a native object's whole, and restore and load check both against what they read.
+ */
+export function contentHash(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
+}
 
 /** Digits of a zero-padded offset: 2^53 fits in 16 decimal digits. */
 const OFFSET_DIGITS = 16;
@@ -35,9 +44,8 @@ export class Layout {
 
   /** Whether `key` is this session's block key for `start`..`end` (any content hash): checked before it is read. */
   isBlock(key: string, start: number, end: number): boolean {
-    const at = this.block(start, end, "");
-    const stem = at.slice(0, at.length - ".ndjson".length);
-    return key.length === at.length + 16 && key.startsWith(stem) && /^[0-9a-f]{16}\.ndjson$/.test(key.slice(stem.length));
+    const hash = key.slice(-"0123456789abcdef.ndjson".length, -".ndjson".length);
+    return /^[0-9a-f]{16}$/.test(hash) && key === this.block(start, end, hash);
   }
 
   native(checkpoint: string): string {

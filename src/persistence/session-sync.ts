@@ -15,7 +15,7 @@ import { metrics } from "../metrics/registry.ts";
 import { getRuntime } from "../runtime.ts";
 import type { Persistence } from "../shared/config-schema.ts";
 import type { SyncStatus } from "../shared/sync-schema.ts";
-import { conflict, notFound, overloaded, ServiceError, unsupported } from "../shared/errors.ts";
+import { conflict, notFound, overloaded, unsupported } from "../shared/errors.ts";
 import { sessionObjectName } from "../session/object-name.ts";
 import type { SessionState } from "../session/session-state.ts";
 import { BACKLOG_NAME } from "./backlog-object.ts";

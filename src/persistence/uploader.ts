@@ -10,9 +10,8 @@
  * (the puts are create-only, so no duplicate object can appear) before anything new is cut. Checkpoints are published in history order and
  * only once the history they name is uploaded.
  */
-import { createHash } from "node:crypto";
 import type { SessionState } from "../session/session-state.ts";
-import type { Layout } from "./layout.ts";
+import { contentHash, type Layout } from "./layout.ts";
 import { MANIFEST_FORMAT, type BlockRef, type CheckpointRef, type Manifest } from "./manifest.ts";
 import { encoder, type ObjectStore } from "./store.ts";
 
@@ -93,7 +92,7 @@ export class Uploader {
       const batch: { ref: BlockRef; text: string }[] = [];
       for (let start = this.row().uploaded_offset; start < end && batch.length < PARALLEL_PUTS; ) {
         const { text, end: blockEnd } = this.#blockText(start, BLOCK_BYTES, end);
-        const key = this.#layout.block(start, blockEnd, createHash("sha256").update(text).digest("hex"));
+        const key = this.#layout.block(start, blockEnd, contentHash(text));
         batch.push({ ref: { key, start, end: blockEnd }, text });
         start = blockEnd;
       }
@@ -159,8 +158,7 @@ export class Uploader {
         const key = this.#layout.native(cp.id);
         const text = records.map((r) => `${r.record}\n`).join("");
         await this.#store.create(key, encoder.encode(text), NDJSON);
-        const hash = createHash("sha256").update(text).digest("hex");
-        this.#sql.exec("UPDATE checkpoints SET native_key = ?, native_records = ?, native_hash = ? WHERE id = ?", key, records.length, hash, cp.id);
+        this.#sql.exec("UPDATE checkpoints SET native_key = ?, native_records = ?, native_hash = ? WHERE id = ?", key, records.length, contentHash(text), cp.id);
       }
       await this.#store.create(this.#layout.checkpoint(cp.id), encoder.encode(JSON.stringify(this.manifest(cp.id))), JSON_TYPE);
       const published: Published = { checkpoint: cp.id, native: this.#layout.native(cp.id), offset: cp.event_offset, time: new Date().toISOString() };

@@ -101,8 +101,6 @@ export const EventSchema = component(
 );
 /** An event as clients see it, narrowed by `type`. */
 export type SessionEvent = z.output<typeof EventSchema>;
-export type EventType = SessionEvent["type"];
-export const EVENT_TYPES = VARIANTS.map((v) => v.shape.type.value) as EventType[];
 
 export const RetainedEventSchema = component(
   "RetainedEvent",

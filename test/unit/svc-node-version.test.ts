@@ -31,11 +31,12 @@ describe("the svc command names the Node it needs", () => {
     expect(oldNodeProblem(process.versions.node)).toBeNull();
   });
 
-  it("exits 1 with one JSON line when an older Node runs cli/svc.mjs", (ctx) => {
+  it("exits 1 with one JSON line when an older Node runs cli/svc.mjs", () => {
+    // The machine's own older Node when there is one (it also shows the file parses there);
+    // else this Node, told it is 20.1.0 before svc.mjs runs.
     const node = olderNode();
-    // Only machines that carry an older Node can run this half; the check above runs everywhere.
-    if (node === undefined) return ctx.skip();
-    const r = spawnSync(node, [join(root, "cli/svc.mjs"), "-config", join(root, "examples/local.json")], { encoding: "utf8", timeout: 30_000 });
+    const args = node ? [] : ["--import", `data:text/javascript,${encodeURIComponent('Object.defineProperty(process, "versions", { value: { ...process.versions, node: "20.1.0" } })')}`];
+    const r = spawnSync(node ?? process.execPath, [...args, join(root, "cli/svc.mjs"), "-config", join(root, "examples/local.json")], { encoding: "utf8", timeout: 30_000 });
     expect(r.status).toBe(1);
     expect(r.stdout).toBe("");
     const lines = r.stderr.trim().split("\n");
