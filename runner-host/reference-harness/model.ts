@@ -87,8 +87,12 @@ export function resolveEffort(model: Model<Api>, effort: string | undefined, ref
   const wanted = effort || "off";
   const level = toPiLevel(model, wanted);
   if (level) return level;
-  const supported = supportedEfforts(model);
-  throw new CommandError(
+  throw effortUnsupported(wanted, ref, supportedEfforts(model));
+}
+
+/** The `effort_unsupported` failure, naming the efforts the model does take. */
+export function effortUnsupported(wanted: string, ref: string, supported: readonly string[]): CommandError {
+  return new CommandError(
     "effort_unsupported",
     `reasoning effort "${wanted}" is unsupported by model ${ref}; supported: ${supported.join(", ") || "none"}`,
   );

@@ -13,7 +13,8 @@ import { createHash } from "node:crypto";
 import { Agent, type AgentEvent, type AgentMessage } from "@mariozechner/pi-agent-core";
 import { parseJsonWithRepair, streamSimple, type Api, type AssistantMessage, type Model } from "@mariozechner/pi-ai";
 import { STATE_FORMAT, type CommandOf, type NativeState, type SessionEvent, type ToolResult } from "../harness/protocol.ts";
-import { CommandError, resolveEffort, resolveModel, splitModelRef } from "./model.ts";
+import { effortReachesWire } from "./effort-wire.ts";
+import { CommandError, effortUnsupported, resolveEffort, resolveModel, splitModelRef, supportedEfforts } from "./model.ts";
 import { makeAgentTools, PendingCalls, toServiceContent, withRealSchemas, type ToolDetails } from "./tools.ts";
 
 /** System prompt when the session has no instructions (spec SessionConfig `instructions`). */
@@ -61,6 +62,11 @@ export class Session {
   #badArgs = new Map<string, string>();
   /** The current generation was started with an already-aborted signal: it never reached the provider. */
   #stillborn = false;
+  /**
+   * Whether the session's effort reaches the provider (effort-wire.ts), until a request has found it
+   * does; asked at open, awaited before the first provider request so a turn never runs without it.
+   */
+  #effortCheck?: Promise<boolean | undefined>;
 
   constructor(cmd: OpenCommand, host: SessionHost) {
     this.id = cmd.session;
@@ -68,6 +74,7 @@ export class Session {
     this.model = resolveModel(cmd.model, host.providers);
     const level = resolveEffort(this.model, cmd.reasoning_effort, cmd.model);
     this.thinkingLevel = level;
+    if (level !== "off" && this.model.reasoning) this.#effortCheck = effortReachesWire(this.model, level);
     const records = restoreRecords(cmd.state);
     this.#appended = records.length;
     if (new Set(cmd.tools.map((t) => t.name)).size !== cmd.tools.length) {
@@ -91,12 +98,15 @@ export class Session {
       toolExecution: host.options.toolExecution,
       getApiKey: () => host.keyFor(prefix), // read per request, so set_keys applies to the next call
       streamFn: (model, context, options) => {
-        this.#stillborn = options?.signal?.aborted === true;
-        return streamSimple(model, withRealSchemas(context, this.#schemas), {
-          ...options,
-          maxRetries: host.options.maxRetries, // no hidden SDK retries (docs/api.md "Events")
-          ...(host.options.timeoutMs ? { timeoutMs: host.options.timeoutMs } : {}),
-        });
+        const stream = () => {
+          this.#stillborn = options?.signal?.aborted === true;
+          return streamSimple(model, withRealSchemas(context, this.#schemas), {
+            ...options,
+            maxRetries: host.options.maxRetries, // no hidden SDK retries (docs/api.md "Events")
+            ...(host.options.timeoutMs ? { timeoutMs: host.options.timeoutMs } : {}),
+          });
+        };
+        return this.#effortCheck ? this.#afterEffortCheck(cmd.model, cmd.reasoning_effort || "off", stream) : stream();
       },
       afterToolCall: async ({ result }) =>
         (result.details as ToolDetails | undefined)?.is_error ? { isError: true } : undefined,
@@ -127,6 +137,19 @@ export class Session {
         this.#endTurn(turn, start);
       },
     );
+  }
+
+  /** Fails the turn (`service_error`, spec "Model availability") when pi would not send the effort. */
+  async #afterEffortCheck<T>(ref: string, wanted: string, stream: () => T): Promise<T> {
+    if ((await this.#effortCheck) === false) {
+      const sent = await Promise.all(
+        supportedEfforts(this.model).map(async (e) => ((await effortReachesWire(this.model, resolveEffort(this.model, e, ref))) === false ? [] : [e])),
+      );
+      this.#internalError ??= effortUnsupported(wanted, ref, sent.flat()).message;
+      throw new Error(this.#internalError);
+    }
+    this.#effortCheck = undefined;
+    return stream();
   }
 
   toolResult(callId: string, result: ToolResult): void {

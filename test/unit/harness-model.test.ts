@@ -6,6 +6,7 @@ import {
   resolveModel,
   supportedEfforts,
 } from "../../runner-host/reference-harness/model.ts";
+import { effortReachesWire } from "../../runner-host/reference-harness/effort-wire.ts";
 
 const catalog = (provider: string, id: string) => {
   const m = getModels(provider as never).find((x) => x.id === id);
@@ -91,5 +92,24 @@ describe("reasoning effort: checked strictly, never clamped", () => {
     } catch (err) {
       expect((err as CommandError).code).toBe("effort_unsupported");
     }
+  });
+});
+
+describe("whether an effort reaches the provider (pi's own request builder, stopped before sending)", () => {
+  it.each([
+    ["xai", "grok-3-mini", "high", false],
+    ["moonshotai", "kimi-k2-thinking", "low", false],
+    ["github-copilot", "grok-code-fast-1", "medium", false],
+    ["openai", "gpt-5", "low", true],
+    ["openrouter", "openai/o3-mini", "high", true],
+    ["anthropic", "claude-sonnet-4-5", "high", true],
+    ["deepseek", "deepseek-v4-pro", "high", true],
+    ["xai", "grok-3-mini", "off", true],
+  ] as const)("%s/%s %s: %s", async (provider, id, level, sent) => {
+    expect(await effortReachesWire(resolveModel(`${provider}/${id}`, { [provider]: { key: "k" } }), level)).toBe(sent);
+  });
+
+  it("cannot tell where pi stops before building a request (ambient credentials), so the catalog is trusted", async () => {
+    expect(await effortReachesWire(resolveModel("azure-openai-responses/o4-mini", { "azure-openai-responses": { key: "k" } }), "high")).toBeUndefined();
   });
 });

@@ -260,3 +260,37 @@ describe("reference harness on the scripted provider", () => {
     await log.next("turn.end");
   });
 });
+
+describe("reasoning effort the model's transport would not send", () => {
+  let own: HarnessProcess;
+
+  beforeAll(async () => {
+    ({ hp: own } = await startHarness());
+    const transport = { key: "test-key-1", base_url: provider.url, api: "openai-completions" as const };
+    await ok(own, { op: "init", protocol: 1, providers: { openai: transport, xai: transport } });
+  });
+
+  afterAll(async () => {
+    await own?.kill();
+  });
+
+  async function turn(session: string, model: string, effort: "high" | "low" | undefined, marker: string) {
+    const log = new EventLog(own, session);
+    await ok(own, { op: "open", session, model, tools: [], ...(effort ? { reasoning_effort: effort } : {}) });
+    await ok(own, { op: "run", session, turn: "t1", text: marker });
+    return log.next("turn.end");
+  }
+
+  it("fails the turn as unsupported, never sending the request without it (a silent downgrade)", async () => {
+    // pi lists every level for xAI's grok-3-mini, and its transport sends none of them.
+    const end = await turn("x-high", "xai/grok-3-mini", "high", "effort-dropped-high");
+    expect(end).toMatchObject({ status: "failed", error: { code: "service_error", message: 'reasoning effort "high" is unsupported by model xai/grok-3-mini; supported: off' } });
+    expect(requestsFor("effort-dropped-high")).toHaveLength(0);
+    expect((await turn("x-off", "xai/grok-3-mini", undefined, "effort-dropped-off")).status).toBe("completed");
+  });
+
+  it("lets an effort that reaches the provider through, on every request of the session", async () => {
+    expect((await turn("g-low", "openai/gpt-5", "low", "effort-sent-low")).status).toBe("completed");
+    expect(requestsFor("effort-sent-low").map((r) => r.body.reasoning_effort)).toEqual(["low"]);
+  });
+});
