@@ -49,6 +49,18 @@ const CLOSE_AFTER_EXIT_MS = 2_000;
 const MAX_STDERR_LINE_CHARS = 8_192;
 /** Stderr lines kept for the log record of an abnormal exit, which makes CI failures readable. */
 const STDERR_TAIL_LINES = 20;
+/**
+ * Stderr lines re-logged per process per second; the rest are counted and reported as one record
+ * when the next second starts (and at exit). A harness printing in a loop would otherwise turn
+ * into an unbounded log stream (measured: 100,000 lines in under 1 s, 18 MB of records).
+ */
+const STDERR_LINES_PER_SECOND = 200;
+/**
+ * How long a process may keep running after closing its stdout, ms: it can no longer answer or end
+ * a turn, so it is then ended as a framing violation. The grace covers an exit whose `exit` event
+ * Node delivers after the end of the pipe.
+ */
+const STDOUT_EOF_GRACE_MS = 1_000;
 
 export type HarnessLogger = (record: Record<string, unknown>) => void;
 
@@ -126,7 +138,9 @@ export class HarnessProcess {
   #exitInfo?: HarnessExit;
   #resolveExited!: (exit: HarnessExit) => void;
   #killTimer?: NodeJS.Timeout;
+  #eofTimer?: NodeJS.Timeout;
   #violated = false;
+  #stderrWindow = { start: 0, lines: 0, dropped: 0 };
 
   /** Spawns the harness and resolves once it said `ready`; kills it and rejects otherwise. */
   static async start(options: HarnessProcessOptions): Promise<HarnessProcess> {
@@ -292,6 +306,11 @@ export class HarnessProcess {
       {
         onMessage: (value) => this.#handleOutput(value),
         onError: (err) => this.#violation(err.message),
+        onEnd: () => {
+          this.#eofTimer = setTimeout(() => {
+            if (child.exitCode === null && child.signalCode === null) this.#violation("stdout closed while the process kept running");
+          }, STDOUT_EOF_GRACE_MS);
+        },
       },
       DEFAULT_MAX_LINE_BYTES,
       (line) => this.#redact(line),
@@ -315,6 +334,7 @@ export class HarnessProcess {
     let closeTimer: NodeJS.Timeout | undefined;
     child.on("exit", () => {
       clearTimeout(this.#killTimer);
+      clearTimeout(this.#eofTimer);
       this.#signalGroup("SIGKILL"); // leftovers of the group must not outlive the harness
       closeTimer = setTimeout(() => {
         child.stdout?.destroy();
@@ -334,6 +354,8 @@ export class HarnessProcess {
     const exit: HarnessExit = { code, signal, reason, message };
     this.#exitInfo = exit;
     this.#rejectAll(this.#exitError(exit, "harness exited"));
+    clearTimeout(this.#eofTimer);
+    this.#reportDroppedStderr();
     const clean = reason === "exited" && code === 0;
     this.#log(clean ? "info" : "warn", "harness exited", { ...exit, ...(clean ? {} : { stderr_tail: this.#stderrTail.join("\n") }) });
     for (const l of this.#exitListeners) this.#safely("exit listener", () => l(exit));
@@ -372,10 +394,13 @@ export class HarnessProcess {
         clearTimeout(pending.timer);
         return pending.resolve(msg as ResponseOf<CommandOp>);
       }
-      case "fatal":
-        this.#log("error", "harness fatal", { error: this.#redact(msg.message) });
-        this.#endReason ??= { reason: "fatal", message: msg.message };
-        return this.#rejectAll(new HarnessError("exited", `harness fatal: ${msg.message}`));
+      case "fatal": {
+        // Redacted once here: the message is logged again with the exit and reaches requests' errors.
+        const message = this.#redact(msg.message);
+        this.#log("error", "harness fatal", { error: message });
+        this.#endReason ??= { reason: "fatal", message };
+        return this.#rejectAll(new HarnessError("exited", `harness fatal: ${message}`));
+      }
       default:
         for (const l of this.#listeners.get(msg.session) ?? []) this.#safely("event listener", () => l(msg));
     }
@@ -417,7 +442,25 @@ export class HarnessProcess {
     if (line.length === 0) return;
     this.#stderrTail.push(line);
     if (this.#stderrTail.length > STDERR_TAIL_LINES) this.#stderrTail.shift();
+    const w = this.#stderrWindow;
+    const now = performance.now();
+    if (now - w.start >= 1_000) {
+      this.#reportDroppedStderr();
+      w.start = now;
+      w.lines = 0;
+    }
+    if (++w.lines > STDERR_LINES_PER_SECOND) {
+      w.dropped++;
+      return;
+    }
     this.#log("info", "harness stderr", { line });
+  }
+
+  #reportDroppedStderr(): void {
+    const w = this.#stderrWindow;
+    if (w.dropped === 0) return;
+    this.#log("warn", "harness stderr lines dropped", { dropped: w.dropped, limit_per_second: STDERR_LINES_PER_SECOND });
+    w.dropped = 0;
   }
 
   #log(level: string, msg: string, fields: Record<string, unknown>): void {

@@ -104,6 +104,35 @@ describe("HarnessProcess", () => {
     expect(lines.join("\n")).toContain("[redacted]");
   });
 
+  it("redacts a key quoted by a fatal message wherever that message goes (its log, the exit record, requests' errors)", async () => {
+    const { hp, logs } = await startFake(fake(`const c=JSON.parse(line);if(c.op==="init"){process.stdout.write(JSON.stringify({type:"response",id:c.id,ok:true,result:{engine:"f",catalog:"f"}})+"\\n");}else{process.stdout.write(JSON.stringify({type:"fatal",message:"I give up (sk-fatal-secret-42)"})+"\\n");setTimeout(()=>process.exit(1),200);}`));
+    await hp.request({ op: "init", protocol: 1, providers: { openai: { key: "sk-fatal-secret-42" } } });
+    const err = await hp.request({ op: "ping" }).catch((e: unknown) => e);
+    const exit = await hp.exited;
+    expect(exit).toMatchObject({ reason: "fatal", message: "I give up ([redacted])" });
+    expect((err as Error).message).toContain("[redacted]");
+    expect(JSON.stringify(logs)).not.toContain("sk-fatal-secret-42");
+    expect(logs.find((l) => l.msg === "harness exited")).toMatchObject({ message: "I give up ([redacted])" });
+  });
+
+  it("ends a process that closes its stdout and keeps running (it can no longer answer or end a turn)", async () => {
+    const { hp, logs } = await startFake(fake("", `setTimeout(()=>process.stdout.end(),50);setInterval(()=>{},1000);`));
+    const exit = await hp.exited;
+    expect(exit).toMatchObject({ reason: "framing_violation", message: "framing violation: stdout closed while the process kept running" });
+    expect(logs.find((l) => l.msg === "harness framing violation")).toBeDefined();
+  });
+
+  it("re-logs at most 200 stderr lines a second and counts the rest in one record", async () => {
+    const { hp, logs } = await startFake(fake("", `setTimeout(()=>{for(let i=0;i<5000;i++)process.stderr.write("noise "+i+"\\n");process.stderr.write("end\\n",()=>process.exit(0));},50);`));
+    await hp.exited;
+    const relogged = logs.filter((l) => l.msg === "harness stderr");
+    const dropped = logs.filter((l) => l.msg === "harness stderr lines dropped").reduce((n, l) => n + Number(l.dropped), 0);
+    expect(relogged.length).toBeGreaterThanOrEqual(200);
+    expect(relogged.length).toBeLessThan(5001);
+    expect(relogged.length + dropped).toBe(5001);
+    expect(relogged[0]).toMatchObject({ line: "noise 0" });
+  });
+
   it("gives the reference harness a stripped environment, private dirs, and no keys in env or argv", async () => {
     process.env.SVC_TEST_HOST_SECRET = "host-secret-should-not-leak";
     try {
