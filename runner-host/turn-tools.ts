@@ -5,8 +5,8 @@
  * harness's own id. A host tool enabled for the session is validated, announced (`tool_call`,
  * dispatched), executed with progress relayed live, and its result sent to the object and handed
  * back to the harness. A name the session enables but no host tool serves is refused with an error
- * result to both; a name the session does not know is answered by the harness itself, whose
- * `tool.result` is forwarded.
+ * result to both, and so is a name the session does not know, unless the harness marked the call
+ * `answered` (it answers it itself, and its `tool.result` is forwarded).
  * Invariant: every `tool_call` sent gets exactly one `tool_result`, also when the turn is
  * interrupted or its harness dies (`settle` writes what is missing). Every call, refused ones
  * included, has a `tool.call` span and counts in `svc.tool.calls` / `svc.tool.duration`, from the
@@ -81,10 +81,15 @@ export class TurnTools {
     const span = telemetry().startToolSpan(this.#o.trace, call.name);
     const c: Call = { id: newId(), harnessId: call.id, name: call.name, answered: false, started: performance.now(), span };
     const route = this.#o.route(call.name);
-    if (route.kind === "harness" || answeredByHarness) {
+    if (answeredByHarness) {
       this.#announce(c, call.arguments, false);
       this.#local.set(call.id, c);
       return;
+    }
+    if (route.kind === "harness") {
+      // Not marked answered: the harness waits for a result, as for any call it hands over.
+      this.#announce(c, call.arguments, false);
+      return this.#answer(c, errorResult(`the session has no tool "${call.name}"`, false), true);
     }
     if (route.kind === "refused") {
       this.#announce(c, call.arguments, false);

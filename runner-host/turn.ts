@@ -49,6 +49,13 @@ export type TurnOptions = {
  * A harness's `turn.end` error in the service's words: the harness (and through it the provider)
  * contributes only a redacted, bounded detail.
  */
+/** A harness's `turn.end` as the turn's end; `interrupted` without an error is still an interruption. */
+function harnessEnd(e: TurnEndEvent): TurnEnd {
+  if (e.error) return { status: e.status, error: harnessError(e.error) };
+  if (e.status === "interrupted") return { status: e.status, error: { code: "conflict", message: "the turn was interrupted" } };
+  return { status: e.status };
+}
+
 function harnessError(e: NonNullable<TurnEndEvent["error"]>): NonNullable<TurnEnd["error"]> {
   if (e.code === "conflict") return { code: e.code, message: "the turn was interrupted" };
   const own = e.code === "provider_error" ? "the model provider failed" : "the harness failed the turn";
@@ -80,7 +87,7 @@ export class Turn {
     this.#o = o;
     this.#deltas = new DeltaBuffer((text, lead) => {
       this.#noteOutput();
-      o.link.sendLive({ t: "delta", turn: o.turn, text }, lead);
+      o.link.sendLive({ t: "delta", turn: o.turn, text: redactValues(text, o.secrets()) }, lead);
     });
     this.done = new Promise((r) => (this.#resolveDone = r));
   }
@@ -173,7 +180,9 @@ export class Turn {
         return this.#deltas.push(e.text);
       case "assistant.message": {
         this.#deltas.flush();
-        const { text, usage, stop_reason, model } = e;
+        const { usage, stop_reason, model } = e;
+        // A harness's output never carries the key it was given (spec "Authentication"), whatever it echoes.
+        const text = redactValues(e.text, this.#o.secrets());
         this.#noteOutput();
         this.#o.link.send({ t: "assistant", turn: this.id, text, usage, stop_reason });
         const want = this.#slot!.model;
@@ -194,11 +203,11 @@ export class Turn {
       }
       case "tool.call":
         this.#deltas.flush();
-        return this.#tools!.onCall(e.call, e.answered === true);
+        return this.#tools!.onCall(redactValues(e.call, this.#o.secrets()), e.answered === true);
       case "tool.result":
-        return this.#tools!.onLocalResult(e.call_id, e.result);
+        return this.#tools!.onLocalResult(e.call_id, redactValues(e.result, this.#o.secrets()));
       case "turn.end":
-        return this.end({ status: e.status, ...(e.error ? { error: harnessError(e.error) } : {}) });
+        return this.end(harnessEnd(e));
     }
   }
 }

@@ -101,7 +101,8 @@ export function initCommand(url: string, key = "test-key-1"): CommandInput<"init
 
 /**
  * A minimal inline harness for fault tests: says ready, accepts init and open, answers `run` and
- * then runs `onRun` (JavaScript; `out(m)` writes one protocol line).
+ * then runs `onRun` (JavaScript; `out(m)` writes one protocol line and `cmd` is the `run`), and
+ * answers every other command but `export` with an empty success (`ping` with its counts).
  */
 export function inlineHarness(engine: string, onRun: string): string[] {
   return [
@@ -118,6 +119,8 @@ export function inlineHarness(engine: string, onRun: string): string[] {
          if (cmd.op === "init") out({ type: "response", id: cmd.id, ok: true, result: { engine: "e", catalog: "c" } });
          else if (cmd.op === "open") out({ type: "response", id: cmd.id, ok: true, result: { model: { provider: "openai", id: "gpt-4o-mini", api: "openai-completions", context_window: 1 }, thinking_level: "off", records: 0 } });
          else if (cmd.op === "run") { out({ type: "response", id: cmd.id, ok: true, result: {} }); ${onRun} }
+         else if (cmd.op === "ping") out({ type: "response", id: cmd.id, ok: true, result: { sessions: 1, running: 0 } });
+         else if (cmd.op !== "export") out({ type: "response", id: cmd.id, ok: true, result: {} });
        }
      });`,
   ];

@@ -323,6 +323,72 @@ describe("runner-host turns", () => {
   });
 });
 
+describe("runner-host turns with a harness of another author", () => {
+  it("never lets a harness's echo of its provider key reach the object: deltas, assistant text, tool arguments, its own tool results", async () => {
+    rig = await Rig.start({ harness: { command: ECHOING_HARNESS } });
+    const fake = await rig.open("sess-echo");
+    await opened(fake);
+    const turn = rig.run(fake, "echo");
+    expect(await turnEnd(fake, turn)).toMatchObject({ status: "completed" });
+    const sent = JSON.stringify(fake.turn(turn));
+    expect(sent).not.toContain("test-key-1");
+    const events = fake.turn(turn);
+    expect(events.filter((m) => m.t === "delta").map((m) => (m.t === "delta" ? m.text : "")).join("")).toBe("key [redacted]");
+    expect(events.find((m) => m.t === "assistant")).toMatchObject({ text: "key [redacted]" });
+    expect(events.find((m) => m.t === "tool_call")).toMatchObject({ call: { name: "lookup", arguments: { k: "[redacted]" } } });
+    expect(events.find((m) => m.t === "tool_result")).toMatchObject({ result: { content: [{ type: "text", text: "[redacted]" }] } });
+  });
+
+  it("answers a call of a tool the session does not have, not marked answered, with an error result; the turn goes on", async () => {
+    rig = await Rig.start({ harness: { command: ASKING_HARNESS } });
+    const fake = await rig.open("sess-ask");
+    await opened(fake);
+    const turn = rig.run(fake, "ask");
+    expect(await turnEnd(fake, turn)).toMatchObject({ status: "completed" });
+    const events = fake.turn(turn);
+    expect(events.find((m) => m.t === "tool_call")).toMatchObject({ call: { name: "no_such_tool" }, dispatched: false });
+    expect(events.find((m) => m.t === "tool_result")).toMatchObject({ result: { is_error: true, content: [{ type: "text", text: 'the session has no tool "no_such_tool"' }] } });
+    // The harness got the same result (it ended the turn with the text it read).
+    expect(events.find((m) => m.t === "assistant")).toMatchObject({ text: 'got: the session has no tool "no_such_tool"' });
+  });
+
+  it("takes turn.end interrupted without an error as an interruption (conflict), not a failure", async () => {
+    rig = await Rig.start({ harness: { command: inlineHarness("bare-interrupt", `out({ type: "turn.end", session: cmd.session, turn: cmd.turn, status: "interrupted" });`) } });
+    const fake = await rig.open("sess-bare");
+    await opened(fake);
+    const turn = rig.run(fake, "stop");
+    expect(await turnEnd(fake, turn)).toMatchObject({ status: "interrupted", error: { code: "conflict", message: "the turn was interrupted" } });
+  });
+});
+
+const USAGE = "{ input_tokens: 1, output_tokens: 1, cache_read_tokens: 0, cache_write_tokens: 0, total_tokens: 2 }";
+const MESSAGE = (text: string) => `out({ type: "assistant.message", session: cmd.session, turn: cmd.turn, text: ${text}, usage: ${USAGE}, stop_reason: "stop", model: { provider: "openai", id: "gpt-4o-mini" } });`;
+
+/**
+ * A harness that keeps the key `init` gave it and echoes it everywhere a turn writes: a delta, the
+ * assistant text, the arguments of a tool call it answers itself, and that call's result.
+ */
+const ECHOING_HARNESS = (() => {
+  const [node, e, script] = inlineHarness("echoer", `
+    const key = globalThis.key;
+    const ev = (m) => out({ session: cmd.session, turn: cmd.turn, ...m });
+    ev({ type: "assistant.delta", text: "key " + key });
+    ${MESSAGE('"key " + key')}
+    ev({ type: "tool.call", call: { id: "c1", name: "lookup", arguments: { k: key } }, answered: true });
+    ev({ type: "tool.result", call_id: "c1", result: { content: [{ type: "text", text: key }], is_error: false } });
+    ev({ type: "turn.end", status: "completed" });`);
+  return [node!, e!, script!.replace(`if (cmd.op === "init")`, `if (cmd.op === "init") globalThis.key = cmd.providers.openai.key; if (cmd.op === "init")`)];
+})();
+
+/** A harness that hands over a call of a tool the session lacks and ends the turn with the result it gets. */
+const ASKING_HARNESS = (() => {
+  const [node, e, script] = inlineHarness("asker", `
+    globalThis.turn = cmd;
+    out({ type: "tool.call", session: cmd.session, turn: cmd.turn, call: { id: "c1", name: "no_such_tool", arguments: {} } });`);
+  const onResult = `if (cmd.op === "tool_result") { const t = globalThis.turn; out({ type: "response", id: cmd.id, ok: true, result: {} }); const cmd0 = cmd; { const cmd = t; ${MESSAGE('"got: " + cmd0.result.content[0].text')} out({ type: "turn.end", session: t.session, turn: t.turn, status: "completed" }); } }`;
+  return [node!, e!, script!.replace(`else if (cmd.op === "run")`, `else ${onResult} else if (cmd.op === "run")`)];
+})();
+
 /** Everything the object got for one turn, `native` (which names no turn) included. */
 function turnWindow(fake: import("./runner-fake-service.ts").FakeSession, turn: string): LinkUp[] {
   const items = fake.ups.items;
