@@ -38,9 +38,11 @@ COPY runner-host runner-host
 COPY --from=harness /app/runner-host/reference-harness/dist runner-host/reference-harness/dist
 
 # data_dir lives on a volume (runner id, lock, status file, harness directories): one per replica.
-RUN mkdir -p /data && chown node:node /data
+RUN mkdir -p /data && chmod 700 /data
 VOLUME /data
-USER node
+# The runner-host runs as the container's root so that each harness process can run as an
+# unprivileged user of its own (ids 100000-199999, SVC_HARNESS_UIDS): harnesses of two tenants
+# never share a user, and none shares the runner-host's (its secret, its data_dir).
 ENV NODE_ENV=production
 
 STOPSIGNAL SIGTERM

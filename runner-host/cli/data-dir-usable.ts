@@ -4,7 +4,7 @@
  * and enter; a missing one needs its nearest existing ancestor to be such a directory (the start
  * creates the rest). Without this a regular file there fails the start with mkdir's EEXIST.
  */
-import { accessSync, constants, lstatSync, statSync } from "node:fs";
+import { accessSync, chmodSync, constants, lstatSync, mkdirSync, statSync } from "node:fs";
 import path from "node:path";
 
 /** The problem with `dataDir` (absolute) as one sentence, or null when it is usable. */
@@ -35,4 +35,14 @@ export function dataDirProblem(dataDir: string): string | null {
     }
     return null;
   }
+}
+
+/**
+ * Creates `dataDir` if needed and makes it its owner's alone (0700): it holds every session's
+ * conversation (the objects' SQLite files) and the runner secret, and harness processes run as
+ * other users of the same machine (docs/configuration.md `SVC_HARNESS_UIDS`).
+ */
+export function makePrivateDataDir(dataDir: string): void {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  chmodSync(dataDir, 0o700);
 }

@@ -18,7 +18,7 @@ import { RunnerHost } from "../runner-host.ts";
 import { persistedRunnerId } from "./runner-id.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
 import { StartRefused } from "./start-refused.ts";
-import { dataDirProblem } from "./data-dir-usable.ts";
+import { dataDirProblem, makePrivateDataDir } from "./data-dir-usable.ts";
 import { harnessRoot } from "./runner-command.ts";
 import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS, bundleWorker } from "./worker-bundle.ts";
 import { workerdInOwnSession } from "./workerd-session.ts";
@@ -48,7 +48,7 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
   const dataDir = resolveDataDir(o.config);
   const unusable = dataDirProblem(dataDir);
   if (unusable !== null) throw new StartRefused(unusable);
-  mkdirSync(dataDir, { recursive: true });
+  makePrivateDataDir(dataDir);
   // One stack per data_dir: a second one would share the objects' SQLite files (SQLITE_BUSY, 500s)
   // and the in-process runner-host's id. `svc runner` takes the same lock.
   const lock = acquireDataDirLock(dataDir);

@@ -133,6 +133,9 @@ async function runRunner(configArg: string, check: boolean, status: boolean): Pr
 }
 
 async function start(run: () => Promise<number | void>): Promise<number> {
+  // What a stack or runner-host writes (event logs, checkpoints, the runner secret, harness
+  // directories) is tenants' data: readable by this user only, whatever the caller's umask.
+  process.umask(0o077);
   try {
     const code = await run();
     // A starter that returns nothing keeps running on its own handles; it owns the exit then.

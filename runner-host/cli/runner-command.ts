@@ -12,7 +12,7 @@ import { mkdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import type { RunnerConfig } from "../../src/shared/runner-config-schema.ts";
 import { resolveDataDir } from "./config-file.ts";
-import { dataDirProblem } from "./data-dir-usable.ts";
+import { dataDirProblem, makePrivateDataDir } from "./data-dir-usable.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
 import { log } from "../log.ts";
 import { RunnerHost } from "../runner-host.ts";
@@ -45,7 +45,7 @@ export async function runRunnerHost(o: { config: RunnerConfig; configPath: strin
     log("error", `svc: could not start: ${unusable}`);
     return 1;
   }
-  mkdirSync(dataDir, { recursive: true });
+  makePrivateDataDir(dataDir);
   const lock = acquireDataDirLock(dataDir);
   if (!lock.ok) {
     log("error", "data_dir is in use by another svc process (a runner-host or a local stack): give each its own data_dir", {

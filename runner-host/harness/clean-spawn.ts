@@ -9,9 +9,9 @@
  * (`process.execve`, no PATH search, so the command is resolved here first). `/bin/sh` cannot do
  * this portably: dash only addresses descriptors 0-9. Measured cost: see docs/design-notes.md.
  *
- * Identity: as root, harnesses run as an unprivileged user (`SVC_HARNESS_USER`, default
- * `nobody`, 65534:65534); Node's spawn sets uid/gid (and drops supplementary groups) before the
- * wrapper runs.
+ * Identity: as root, each harness process runs as an unprivileged user of its own
+ * (./harness-users.ts), or as the one user `SVC_HARNESS_USER` names; Node's spawn sets uid/gid
+ * (and drops supplementary groups) before the wrapper runs.
  */
 import { accessSync, constants, readFileSync } from "node:fs";
 import { delimiter, isAbsolute, join } from "node:path";
@@ -25,9 +25,6 @@ const WRAPPER = [
 ].join(" ");
 
 export type Identity = { uid: number; gid: number };
-
-/** Default harness identity for a root runner-host: the conventional `nobody`. */
-const NOBODY: Identity = { uid: 65534, gid: 65534 };
 
 /** argv for `spawn` that runs `argv` (already resolved by `resolveCommand`) through the wrapper. */
 export function wrappedCommand(argv: readonly string[], path: string | undefined): [string, string[]] {
@@ -52,14 +49,14 @@ export function lookPath(name: string, path: string | undefined): string {
 }
 
 /**
- * Who harness processes run as: undefined = the runner-host's own identity (it is not root, or
- * `SVC_HARNESS_USER=root` asked for that). `SVC_HARNESS_USER` is a user name from /etc/passwd or
- * `uid:gid`.
+ * Who harness processes run as: "own" = each a user of its own (a root runner-host, by default);
+ * an identity = the one user `SVC_HARNESS_USER` names (a user name from /etc/passwd or `uid:gid`);
+ * undefined = the runner-host's own identity (it is not root, or `SVC_HARNESS_USER=root`).
  */
-export function harnessIdentity(env: Record<string, string | undefined> = process.env): Identity | undefined {
+export function harnessIdentity(env: Record<string, string | undefined> = process.env): Identity | "own" | undefined {
   if (process.getuid?.() !== 0) return undefined;
   const want = env.SVC_HARNESS_USER?.trim();
-  if (!want) return NOBODY;
+  if (!want) return "own";
   if (want === "root" || want === "0" || want === "0:0") return undefined;
   const numeric = /^(\d+):(\d+)$/.exec(want);
   if (numeric) return { uid: Number(numeric[1]), gid: Number(numeric[2]) };

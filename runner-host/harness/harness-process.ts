@@ -24,6 +24,7 @@ import { performance } from "node:perf_hooks";
 import { issueSummary } from "../../src/shared/zod-issues.ts";
 import { writeLogLine } from "../log.ts";
 import { harnessIdentity, lookPath, wrappedCommand, type Identity } from "./clean-spawn.ts";
+import { harnessUidRange, HarnessUsers } from "./harness-users.ts";
 import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "./jsonl.ts";
 import {
   HarnessOutputSchema,
@@ -73,8 +74,11 @@ export interface HarnessProcessOptions {
    * be traversable by that user.
    */
   rootDir: string;
-  /** Who the child runs as; default: `harnessIdentity()` (nobody when we are root); null: ourselves. */
-  identity?: Identity | null;
+  /**
+   * Who the child runs as; default: `harnessIdentity()` (a user of its own when we are root);
+   * "own": a user of its own; null: ourselves.
+   */
+  identity?: Identity | "own" | null;
   /** Relative paths in `command` that exist here are made absolute (the child's cwd is private). */
   baseDir?: string;
   /** Name used in log records. */
@@ -140,23 +144,38 @@ export class HarnessProcess {
   #killTimer?: NodeJS.Timeout;
   #eofTimer?: NodeJS.Timeout;
   #violated = false;
+  /** The user this process alone runs as (./harness-users.ts): released once the process is gone. */
+  #ownUser?: Identity;
   #stderrWindow = { start: 0, lines: 0, dropped: 0 };
 
   /** Spawns the harness and resolves once it said `ready`; kills it and rejects otherwise. */
   static async start(options: HarnessProcessOptions): Promise<HarnessProcess> {
-    const identity = options.identity === undefined ? harnessIdentity() : (options.identity ?? undefined);
-    // The wrapper execs the harness itself, so a missing binary is caught here, as spawn would.
-    const file = lookPath(resolveCommand(options.command, options.baseDir ?? process.cwd())[0]!, process.env.PATH);
+    const plan = options.identity === undefined ? harnessIdentity() : (options.identity ?? undefined);
+    const own = plan === "own" ? harnessUsers().acquire() : undefined;
+    return HarnessProcess.#start(options, own ?? (plan === "own" ? undefined : plan), own !== undefined);
+  }
+
+  /** `ownUser`: `identity` is this process's alone; released when it exits (or here, if it never starts). */
+  static async #start(options: HarnessProcessOptions, identity: Identity | undefined, ownUser: boolean): Promise<HarnessProcess> {
+    let dir: string;
     try {
-      accessSync(file, constants.X_OK);
+      // The wrapper execs the harness itself, so a missing binary is caught here, as spawn would.
+      const file = lookPath(resolveCommand(options.command, options.baseDir ?? process.cwd())[0]!, process.env.PATH);
+      try {
+        accessSync(file, constants.X_OK);
+      } catch (err) {
+        throw new HarnessError("exited", `exited before ready (spawn_failed, code null): spawn ${file} ${(err as NodeJS.ErrnoException).code ?? "failed"}`);
+      }
+      dir = await mkdtemp(join(identity ? tmpdir() : options.rootDir, "svc-harness-"));
+      const subdirs = ["home", "tmp", "work"].map((d) => join(dir, d));
+      await Promise.all(subdirs.map((d) => mkdir(d, { mode: 0o700 })));
+      if (identity) await Promise.all([dir, ...subdirs].map((d) => chown(d, identity.uid, identity.gid)));
     } catch (err) {
-      throw new HarnessError("exited", `exited before ready (spawn_failed, code null): spawn ${file} ${(err as NodeJS.ErrnoException).code ?? "failed"}`);
+      if (ownUser) harnessUsers().release(identity!.uid);
+      throw err;
     }
-    const dir = await mkdtemp(join(identity ? tmpdir() : options.rootDir, "svc-harness-"));
-    const subdirs = ["home", "tmp", "work"].map((d) => join(dir, d));
-    await Promise.all(subdirs.map((d) => mkdir(d, { mode: 0o700 })));
-    if (identity) await Promise.all([dir, ...subdirs].map((d) => chown(d, identity.uid, identity.gid)));
     const hp = new HarnessProcess(options, dir, identity);
+    hp.#ownUser = ownUser ? identity : undefined;
     const started = performance.now();
     let readyTimer: NodeJS.Timeout | undefined;
     let unsubscribe = () => {};
@@ -360,7 +379,10 @@ export class HarnessProcess {
     this.#log(clean ? "info" : "warn", "harness exited", { ...exit, ...(clean ? {} : { stderr_tail: this.#stderrTail.join("\n") }) });
     for (const l of this.#exitListeners) this.#safely("exit listener", () => l(exit));
     this.#exitListeners.clear();
-    void rm(this.workDir, { recursive: true, force: true }).finally(() => this.#resolveExited(exit));
+    void rm(this.workDir, { recursive: true, force: true }).finally(() => {
+      if (this.#ownUser) harnessUsers().release(this.#ownUser.uid);
+      this.#resolveExited(exit);
+    });
   }
 
   #handleOutput(value: Record<string, unknown>): void {
@@ -505,4 +527,12 @@ function isPlainDelta(v: Record<string, unknown>): v is AssistantDeltaEvent {
     typeof session === "string" && session.length >= 1 && session.length <= MAX_ID_CHARS &&
     typeof turn === "string" && turn.length >= 1 && turn.length <= MAX_ID_CHARS
   );
+}
+
+let users: HarnessUsers | undefined;
+
+/** This runner-host's harness users (`SVC_HARNESS_UIDS`), made on first use. */
+function harnessUsers(): HarnessUsers {
+  users ??= new HarnessUsers(harnessUidRange(process.env.SVC_HARNESS_UIDS));
+  return users;
 }

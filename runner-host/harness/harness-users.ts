@@ -1,0 +1,105 @@
+/**
+ * A user of its own for every harness process of a root runner-host. Two processes (two tenants,
+ * or two processes of one tenant) never share a user, so one cannot read another's memory
+ * (`/proc/<pid>/mem`), files or private directory, nor signal it: the kernel's ordinary checks
+ * between users keep them apart. The ids are numeric and need no /etc/passwd entry.
+ *
+ * Lifecycle of an id: `acquire` takes the first id of the range that this runner-host does not hold
+ * and no running process has (another runner-host on the same machine may use the same range; the
+ * scan starts at an offset of this process's own, so two rarely look at the same ids at once).
+ * `release`, once the harness process has exited, kills every process still running as that user
+ * (a child that left the harness's process group, e.g. with `setsid`, which the group kill misses)
+ * and then frees the id.
+ */
+import { readdirSync, statSync } from "node:fs";
+import type { Identity } from "./clean-spawn.ts";
+
+/**
+ * Default ids, `SVC_HARNESS_UIDS` `first-last` otherwise: above 65535, so no account a Debian-like
+ * host or image creates (system 0-999, people 1000-59999, reserved 60000-65535) can be one of them.
+ */
+export const DEFAULT_HARNESS_UIDS = { first: 100_000, last: 199_999 } as const;
+
+export class HarnessUsers {
+  readonly first: number;
+  readonly last: number;
+  readonly #held = new Set<number>();
+  #next: number;
+
+  constructor(range: { first: number; last: number } = DEFAULT_HARNESS_UIDS) {
+    if (!(Number.isInteger(range.first) && Number.isInteger(range.last) && range.first > 0 && range.last >= range.first && range.last < 2 ** 31)) {
+      throw new Error(`SVC_HARNESS_UIDS: ${range.first}-${range.last} is not a range of user ids between 1 and ${2 ** 31 - 1}`);
+    }
+    this.first = range.first;
+    this.last = range.last;
+    this.#next = range.first + (process.pid % (range.last - range.first + 1));
+  }
+
+  /** A user no other harness process (of this runner-host, or running anywhere on the machine) has. */
+  acquire(): Identity {
+    const busy = runningUids();
+    const size = this.last - this.first + 1;
+    for (let i = 0; i < size; i++) {
+      const uid = this.first + ((this.#next - this.first + i) % size);
+      if (this.#held.has(uid) || busy.has(uid)) continue;
+      this.#held.add(uid);
+      this.#next = uid + 1 > this.last ? this.first : uid + 1;
+      return { uid, gid: uid };
+    }
+    throw new Error(`every harness user id in ${this.first}-${this.last} is in use`);
+  }
+
+  /** Ends whatever still runs as `uid`, then frees it. */
+  release(uid: number): void {
+    for (const pid of processesOf(uid)) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // ESRCH: it ended meanwhile.
+      }
+    }
+    this.#held.delete(uid);
+  }
+
+  get held(): number {
+    return this.#held.size;
+  }
+}
+
+/** `SVC_HARNESS_UIDS` as a range, the default when unset. */
+export function harnessUidRange(value: string | undefined): { first: number; last: number } {
+  if (!value?.trim()) return DEFAULT_HARNESS_UIDS;
+  const m = /^\s*(\d+)\s*-\s*(\d+)\s*$/.exec(value);
+  if (!m) throw new Error(`SVC_HARNESS_UIDS: ${JSON.stringify(value)} is not first-last (e.g. 100000-199999)`);
+  return { first: Number(m[1]), last: Number(m[2]) };
+}
+
+/** The owners of every running process (a /proc/<pid> directory belongs to the process's user). */
+function runningUids(): Set<number> {
+  const uids = new Set<number>();
+  for (const pid of pids()) {
+    const uid = ownerOf(pid);
+    if (uid !== undefined) uids.add(uid);
+  }
+  return uids;
+}
+
+function processesOf(uid: number): number[] {
+  return pids().filter((pid) => ownerOf(pid) === uid);
+}
+
+function pids(): number[] {
+  try {
+    return readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+function ownerOf(pid: number): number | undefined {
+  try {
+    return statSync(`/proc/${pid}`).uid;
+  } catch {
+    return undefined; // it ended while we looked
+  }
+}

@@ -1,0 +1,76 @@
+/**
+ * A user of its own for every harness process of a root runner-host (runner-host/harness/harness-users.ts):
+ * never an id another running process has, freed only once nothing runs as it any more.
+ */
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { harnessIdentity } from "../../runner-host/harness/clean-spawn.ts";
+import { HarnessProcess } from "../../runner-host/harness/harness-process.ts";
+import { DEFAULT_HARNESS_UIDS, harnessUidRange, HarnessUsers } from "../../runner-host/harness/harness-users.ts";
+import { rootDir } from "./harness-helpers.ts";
+
+const me = process.getuid!();
+
+describe("harness users", () => {
+  it("never hands out an id a running process has, nor one it already holds, and says when none is left", async () => {
+    // A process running as `busy` (this test's own user, or, as root, a sleeper started as 4242).
+    const sleeper = me === 0 ? spawn("sleep", ["30"], { uid: 4242, gid: 4242, stdio: "ignore" }) : undefined;
+    const busy = sleeper ? 4242 : me;
+    try {
+      const users = new HarnessUsers({ first: busy, last: busy + 2 });
+      const ids = [users.acquire().uid, users.acquire().uid];
+      expect(ids.sort()).toEqual([busy + 1, busy + 2]);
+      expect(() => users.acquire()).toThrow(`every harness user id in ${busy}-${busy + 2} is in use`);
+      users.release(busy + 1);
+      expect(users.acquire()).toEqual({ uid: busy + 1, gid: busy + 1 });
+    } finally {
+      sleeper?.kill("SIGKILL");
+    }
+  });
+
+  it("reads SVC_HARNESS_UIDS as first-last, above 65535 by default, and refuses anything else", () => {
+    expect(harnessUidRange(undefined)).toEqual(DEFAULT_HARNESS_UIDS);
+    expect(DEFAULT_HARNESS_UIDS.first).toBeGreaterThan(65_535);
+    expect(harnessUidRange(" 30000-30999 ")).toEqual({ first: 30_000, last: 30_999 });
+    expect(() => harnessUidRange("30000")).toThrow("SVC_HARNESS_UIDS");
+    expect(() => new HarnessUsers({ first: 5, last: 4 })).toThrow("is not a range of user ids");
+    expect(() => new HarnessUsers({ first: 0, last: 4 })).toThrow("is not a range of user ids");
+  });
+
+  it("a root runner-host gives each harness process a user of its own; one that is not root runs them as itself", () => {
+    expect(harnessIdentity({})).toBe(me === 0 ? "own" : undefined);
+    if (me === 0) {
+      expect(harnessIdentity({ SVC_HARNESS_USER: "1234:1234" })).toEqual({ uid: 1234, gid: 1234 });
+      expect(harnessIdentity({ SVC_HARNESS_USER: "root" })).toBeUndefined();
+    }
+  });
+
+  it("ends what a harness left running under its user once it exits (a child that left its process group)", async () => {
+    // The child starts a `setsid` grandchild (a new session and group, out of reach of the group
+    // kill), reports its pid on stderr and says ready.
+    const script = `const {spawn}=require("node:child_process");const c=spawn("setsid",["sleep","300"],{stdio:"ignore"});c.unref();process.stderr.write("orphan "+c.pid+"\\n");process.stdout.write(JSON.stringify({type:"ready",protocol:1,engine:"leaver",max_line_bytes:1024})+"\\n");setInterval(()=>{},1000);`;
+    const logs: Record<string, unknown>[] = [];
+    const hp = await HarnessProcess.start({ command: ["node", "-e", script], rootDir: rootDir(), identity: me === 0 ? "own" : null, log: (r) => logs.push(r) });
+    const orphan = await new Promise<number>((resolve) => {
+      const look = () => {
+        const line = logs.find((l) => l.msg === "harness stderr" && String(l.line).startsWith("orphan "));
+        if (line) resolve(Number(String(line.line).slice(7)));
+        else setImmediate(look);
+      };
+      look();
+    });
+    expect(existsSync(`/proc/${orphan}`)).toBe(true);
+    await hp.kill();
+    if (me === 0) {
+      // SIGKILL was sent as the harness exited; the kernel ends the process as it next runs.
+      const ended = () => !existsSync(`/proc/${orphan}/stat`) || readFileSync(`/proc/${orphan}/stat`, "utf8").split(") ")[1]![0] === "Z";
+      const deadline = performance.now() + 5_000;
+      while (!ended() && performance.now() < deadline) await new Promise((r) => setImmediate(r));
+      expect(ended()).toBe(true);
+    } else {
+      // Without a user of its own there is nothing to end it by: the group kill is all there is.
+      process.kill(orphan, "SIGKILL");
+    }
+  });
+});
