@@ -174,6 +174,9 @@ export function exitMessage(exit: HarnessExit): string {
   // The offending line and the harness's own words go to the log (HarnessProcess logs them).
   if (exit.reason === "framing_violation") return "the harness process broke stdio framing and was killed";
   if (exit.reason === "fatal") return `the harness process failed: ${foreign(exit.message)}`;
+  // Killed by the runner-host for one session's sake (an interrupt it did not honour): the other
+  // sessions' turns in the process end with it, and should say why rather than "crashed".
+  if (exit.reason === "killed") return `the harness process was stopped by the runner-host: ${foreign(exit.message)}`;
   const how = exit.signal ? `signal ${exit.signal}` : `exit code ${exit.code}`;
   return `the harness process crashed (${how})`;
 }

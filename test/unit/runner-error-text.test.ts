@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { bounded, foreign, FOREIGN_TEXT_BYTES, redact, redactValues, TENANT_MESSAGE_BYTES } from "../../runner-host/error-text.ts";
 import { inlineHarness } from "./harness-helpers.ts";
+import { exitMessage } from "../../runner-host/pooled-process.ts";
 import { opened, Rig, turnEnd } from "./runner-setup.ts";
 
 let rig: Rig | undefined;
@@ -65,6 +66,15 @@ describe("redact, bounded, foreign", () => {
     expect(cut.endsWith("é…")).toBe(true);
     expect(Buffer.byteLength(foreign(`line one\nline two ${"x ".repeat(5000)}`))).toBeLessThanOrEqual(FOREIGN_TEXT_BYTES);
     expect(foreign("a\nb\r\nc")).toBe("a b c");
+  });
+});
+
+describe("how a harness process ended, in the words its other sessions' turns fail with", () => {
+  it("says the runner-host stopped it, and why, rather than that it crashed", () => {
+    expect(exitMessage({ code: null, signal: "SIGTERM", reason: "killed", message: "did not end an interrupted turn within 10000 ms" })).toBe(
+      "the harness process was stopped by the runner-host: did not end an interrupted turn within 10000 ms",
+    );
+    expect(exitMessage({ code: 3, signal: null, reason: "exited", message: "the harness exited" })).toBe("the harness process crashed (exit code 3)");
   });
 });
 
