@@ -164,12 +164,25 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
       for (const c of m.credentials) sql.exec("INSERT INTO credentials (alias, key_id, iv, ciphertext) VALUES (?, ?, ?, ?)", c.alias, c.key_id, c.iv, c.ciphertext);
     }
     for (const t of ["events", "event_chunks", "native", "checkpoints", "inputs", "open_calls", "runtime_calls", "sync_blocks", "idem_keys"]) sql.exec(`DELETE FROM ${t}`);
+    const unstarted = new Set<string>();
+    let status: unknown;
     for (const line of d.lines) {
       const e = JSON.parse(line) as { id: string; type: string; time: string; data: Record<string, unknown>; input_id?: string };
       const logged = s.append({ type: e.type, data: e.data, input_id: e.input_id }, e.time, e.id);
       // The keys of the messages the history keeps come back with it; those of the cut-off tail do not.
       if (e.type === "user.message" && typeof e.data.key === "string") s.rememberKey(e.data.key, String(e.data.text), logged.seq);
+      if (e.type === "user.message") unstarted.add(e.id);
+      else if (e.input_id) unstarted.delete(e.input_id);
+      if (e.type === "session.status") status = e.data.status;
     }
+    // Messages accepted while the checkpoint's turn ran, queued behind it, are in the history but
+    // never ran there, and the queue is not part of a checkpoint: each ends as a queued input that
+    // was interrupted before execution, and the session (which the history leaves `running`)
+    // becomes idle, as the row already says. Without this they stayed without an outcome.
+    const why = mode === "restore" ? "the session was restored to a checkpoint taken before it ran" : "the session was loaded from a checkpoint taken before it ran";
+    for (const id of unstarted) s.append({ type: "session.error", data: { code: "conflict", message: `the queued input was interrupted before execution: ${why}` }, input_id: id }, now);
+    const row = s.require().status;
+    if ((unstarted.size > 0 || status === "running") && status !== row) s.append({ type: "session.status", data: { status: row } }, now);
     let nativeSeq = 0;
     m.checkpoints.forEach((c, i) => {
       for (const record of d.native[i]!) {

@@ -149,6 +149,35 @@ describe("persistence (filesystem)", () => {
     expect(cps).toHaveLength(2);
   });
 
+  it("restore to a checkpoint taken while messages waited in the queue: each of them ends as a queued input interrupted before execution, then the session is idle", async () => {
+    const s = await createSession(stack.url);
+    const send = async (text: string) => (await post(`/sessions/${s.id}/events`, { type: "user.message", text })).body.id as string;
+    const m1 = await send("[[deltas 10]] [[delay 40]] one");
+    const [m2, m3] = [await send("two"), await send("three")];
+    await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === m3);
+    expect((await post(`/sessions/${s.id}/flush`)).body.pending).toBe(false);
+    // m1's turn ended with m2 and m3 queued behind it: its checkpoint (the first) holds them, unrun.
+    const manifests = [...sessionObjects(s.id)].filter(([k]) => k.startsWith("checkpoints/")).map(([, v]) => JSON.parse(v.toString()));
+    const c1 = manifests.map((m) => m.checkpoint).sort((a, b) => a.offset - b.offset)[0];
+
+    expect((await post(`/sessions/${s.id}/restore`, { checkpoint: c1.id })).body).toMatchObject({ status: "idle", checkpoint: c1 });
+    const events = (await get(`/sessions/${s.id}/events?limit=1000`)).body.events as { type: string; input_id?: string; data: Record<string, unknown> }[];
+    const tail = events.slice(events.findIndex((e) => e.type === "assistant.message" && e.input_id === m1) + 1);
+    const why = "the queued input was interrupted before execution: the session was restored to a checkpoint taken before it ran";
+    expect(tail.map((e) => [e.type, e.input_id, e.data])).toEqual([
+      ["session.error", m2, { code: "conflict", message: why }],
+      ["session.error", m3, { code: "conflict", message: why }],
+      ["session.status", undefined, { status: "idle" }],
+    ]);
+    // Every accepted message has its outcome: m1 ran, m2 and m3 were ended.
+    for (const id of [m1, m2, m3]) expect(events.some((e) => e.type !== "user.message" && e.input_id === id)).toBe(true);
+    s.sse.close(); // a restore ends the streams that were open
+    const sse = await openSse(`${stack.url}/sessions/${s.id}/events`, { token: TOKEN, lastEventId: (events.at(-1) as unknown as { cursor: string }).cursor });
+    await turn(stack.url, { id: s.id, sse }, "four");
+    sse.close();
+    expect(lastConversation()).toEqual(["user:[[deltas 10]] [[delay 40]] one", `assistant:${"abcdefghij".split("").map((c) => c.repeat(4)).join("")}`, "user:four"]);
+  });
+
   it("two restores at once: one is applied, the other is 409, and storage stays loadable", async () => {
     const s = await createSession(stack.url);
     const c0 = await turn(stack.url, s, "zero");
