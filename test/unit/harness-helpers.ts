@@ -21,8 +21,9 @@ export const WEATHER_TOOL: ToolSpec = {
   input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
 };
 
+/** A new harness root, inside the run's directory (test/build-harness.setup.ts removes it at the end). */
 export function rootDir(): string {
-  return mkdtempSync(join(tmpdir(), "svc-harness-test-"));
+  return mkdtempSync(join(process.env.SVC_TEST_HARNESS_ROOTS ?? tmpdir(), "svc-harness-test-"));
 }
 
 export interface Started {
