@@ -25,6 +25,7 @@ import { issueSummary } from "../../src/shared/zod-issues.ts";
 import { writeLogLine } from "../log.ts";
 import { harnessIdentity, lookPath, wrappedCommand, type Identity } from "./clean-spawn.ts";
 import { harnessUidRange, HarnessUsers } from "./harness-users.ts";
+import { StderrRelay } from "./stderr-relay.ts";
 import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "./jsonl.ts";
 import {
   HarnessOutputSchema,
@@ -46,16 +47,6 @@ export const DEFAULT_KILL_GRACE_MS = 2_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 /** After `exit`, how long stdio may stay open (a stray grandchild holding the pipes), ms. */
 const CLOSE_AFTER_EXIT_MS = 2_000;
-/** A re-logged stderr line is cut at this many characters so a runaway child cannot flood logs. */
-const MAX_STDERR_LINE_CHARS = 8_192;
-/** Stderr lines kept for the log record of an abnormal exit, which makes CI failures readable. */
-const STDERR_TAIL_LINES = 20;
-/**
- * Stderr lines re-logged per process per second; the rest are counted and reported as one record
- * when the next second starts (and at exit). A harness printing in a loop would otherwise turn
- * into an unbounded log stream (measured: 100,000 lines in under 1 s, 18 MB of records).
- */
-const STDERR_LINES_PER_SECOND = 200;
 /**
  * How long a process may keep running after closing its stdout, ms: it can no longer answer or end
  * a turn, so it is then ended as a framing violation. The grace covers an exit whose `exit` event
@@ -137,7 +128,7 @@ export class HarnessProcess {
   #onReady?: (ready: ReadyEvent) => void;
   #nextId = 1;
   #secrets = new Set<string>();
-  #stderrTail: string[] = [];
+  #stderr!: StderrRelay;
   #endReason?: { reason: ExitReason; message: string };
   #exitInfo?: HarnessExit;
   #resolveExited!: (exit: HarnessExit) => void;
@@ -146,7 +137,6 @@ export class HarnessProcess {
   #violated = false;
   /** The user this process alone runs as (./harness-users.ts): released once the process is gone. */
   #ownUser?: Identity;
-  #stderrWindow = { start: 0, lines: 0, dropped: 0 };
 
   /** Spawns the harness and resolves once it said `ready`; kills it and rejects otherwise. */
   static async start(options: HarnessProcessOptions): Promise<HarnessProcess> {
@@ -334,18 +324,7 @@ export class HarnessProcess {
       DEFAULT_MAX_LINE_BYTES,
       (line) => this.#redact(line),
     );
-    let partial = "";
-    child.stderr!.setEncoding("utf8");
-    child.stderr!.on("data", (chunk: string) => {
-      const lines = (partial + chunk).split("\n");
-      partial = lines.pop() ?? "";
-      if (partial.length > MAX_STDERR_LINE_CHARS) {
-        lines.push(partial);
-        partial = "";
-      }
-      for (const line of lines) this.#logStderr(line);
-    });
-    child.stderr!.on("end", () => partial && this.#logStderr(partial));
+    this.#stderr = new StderrRelay(child.stderr!, (level, msg, fields) => this.#log(level, msg, fields), (text) => this.#redact(text));
     child.on("error", (err) => {
       this.#log("error", "harness process error", { error: err.message });
       if (child.pid === undefined) this.#finish(null, null, "spawn_failed", err.message);
@@ -374,9 +353,9 @@ export class HarnessProcess {
     this.#exitInfo = exit;
     this.#rejectAll(this.#exitError(exit, "harness exited"));
     clearTimeout(this.#eofTimer);
-    this.#reportDroppedStderr();
+    this.#stderr.flush();
     const clean = reason === "exited" && code === 0;
-    this.#log(clean ? "info" : "warn", "harness exited", { ...exit, ...(clean ? {} : { stderr_tail: this.#stderrTail.join("\n") }) });
+    this.#log(clean ? "info" : "warn", "harness exited", { ...exit, ...(clean ? {} : { stderr_tail: this.#stderr.tail }) });
     for (const l of this.#exitListeners) this.#safely("exit listener", () => l(exit));
     this.#exitListeners.clear();
     void rm(this.workDir, { recursive: true, force: true }).finally(() => {
@@ -457,32 +436,6 @@ export class HarnessProcess {
     const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.code}`;
     const code = exit.reason === "framing_violation" ? "framing_violation" : "exited";
     return new HarnessError(code, `${what} (${exit.reason}, ${how}): ${exit.message}`);
-  }
-
-  #logStderr(raw: string): void {
-    const line = this.#redact(raw.endsWith("\r") ? raw.slice(0, -1) : raw).slice(0, MAX_STDERR_LINE_CHARS);
-    if (line.length === 0) return;
-    this.#stderrTail.push(line);
-    if (this.#stderrTail.length > STDERR_TAIL_LINES) this.#stderrTail.shift();
-    const w = this.#stderrWindow;
-    const now = performance.now();
-    if (now - w.start >= 1_000) {
-      this.#reportDroppedStderr();
-      w.start = now;
-      w.lines = 0;
-    }
-    if (++w.lines > STDERR_LINES_PER_SECOND) {
-      w.dropped++;
-      return;
-    }
-    this.#log("info", "harness stderr", { line });
-  }
-
-  #reportDroppedStderr(): void {
-    const w = this.#stderrWindow;
-    if (w.dropped === 0) return;
-    this.#log("warn", "harness stderr lines dropped", { dropped: w.dropped, limit_per_second: STDERR_LINES_PER_SECOND });
-    w.dropped = 0;
   }
 
   #log(level: string, msg: string, fields: Record<string, unknown>): void {
