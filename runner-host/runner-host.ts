@@ -83,6 +83,8 @@ export class RunnerHost {
   /** Announces sessions that became droppable once the quiet time passed (see `#changed`). */
   #aging: NodeJS.Timeout | undefined;
   #grants = new Map<string, ProviderGrant>();
+  /** Every provider key handed out (a rotated one too: a process may still hold it). */
+  #keys = new Set<string>();
   #draining: Promise<void> | undefined;
   #sweep: NodeJS.Timeout | undefined;
   #telemetry: Telemetry | undefined;
@@ -215,7 +217,11 @@ export class RunnerHost {
       toolEnv: this.#o.env ?? process.env,
       publicUrl: this.#o.config.public_url,
       log: this.#log,
-      noteGrant: (g) => this.#grants.set(g.prefix, g),
+      noteGrant: (g) => {
+        this.#grants.set(g.prefix, g);
+        this.#keys.add(g.key);
+      },
+      keys: () => this.#keys,
       onChange: () => this.#changed(),
       onGone: (gone) => {
         if (this.#sessions.get(gone.name) === gone) this.#sessions.delete(gone.name);

@@ -67,6 +67,11 @@ export type SessionRunnerOptions = {
   log: Logger;
   /** Records the newest grant per prefix, for processes started later. */
   noteGrant(g: ProviderGrant): void;
+  /**
+   * Every provider key this runner-host has handed to harness processes: a process this session
+   * shares (another provider's session, a spare started with every key seen) may hold any of them.
+   */
+  keys(): Iterable<string>;
   /** Idle/busy or attached state changed (capacity). */
   onChange(): void;
   /** The session is no longer on this runner-host. */
@@ -295,9 +300,9 @@ export class SessionRunner implements PoolSession {
     void this.#nextTurn();
   }
 
-  /** The provider key this session's turns use: never part of what its tenant reads. */
+  /** The provider keys a harness process of this session may hold: never part of what its tenant reads. */
   #secrets(): string[] {
-    return this.#grant ? [this.#grant.key] : [];
+    return this.#grant ? [this.#grant.key, ...this.#o.keys()] : [...this.#o.keys()];
   }
 
   #route(name: string): ToolRoute {

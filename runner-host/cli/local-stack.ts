@@ -18,6 +18,7 @@ import { RunnerHost } from "../runner-host.ts";
 import { persistedRunnerId } from "./runner-id.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
 import { StartRefused } from "./start-refused.ts";
+import { harnessUserProblem } from "../harness/harness-users.ts";
 import { dataDirProblem, makePrivateDataDir } from "./data-dir-usable.ts";
 import { harnessRoot } from "./runner-command.ts";
 import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS, bundleWorker } from "./worker-bundle.ts";
@@ -46,7 +47,7 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
   const env = o.env ?? process.env;
   const t0 = performance.now();
   const dataDir = resolveDataDir(o.config);
-  const unusable = dataDirProblem(dataDir);
+  const unusable = dataDirProblem(dataDir) ?? (o.runner === false ? null : harnessUserProblem(env));
   if (unusable !== null) throw new StartRefused(unusable);
   makePrivateDataDir(dataDir);
   // One stack per data_dir: a second one would share the objects' SQLite files (SQLITE_BUSY, 500s)

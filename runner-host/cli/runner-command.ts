@@ -13,6 +13,7 @@ import path from "node:path";
 import type { RunnerConfig } from "../../src/shared/runner-config-schema.ts";
 import { resolveDataDir } from "./config-file.ts";
 import { dataDirProblem, makePrivateDataDir } from "./data-dir-usable.ts";
+import { harnessUserProblem } from "../harness/harness-users.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
 import { log } from "../log.ts";
 import { RunnerHost } from "../runner-host.ts";
@@ -40,7 +41,7 @@ export async function runRunnerHost(o: { config: RunnerConfig; configPath: strin
     return 1;
   }
   const dataDir = resolveDataDir(config);
-  const unusable = dataDirProblem(dataDir);
+  const unusable = dataDirProblem(dataDir) ?? harnessUserProblem();
   if (unusable !== null) {
     log("error", `svc: could not start: ${unusable}`);
     return 1;

@@ -161,7 +161,7 @@ export class HarnessProcess {
       await Promise.all(subdirs.map((d) => mkdir(d, { mode: 0o700 })));
       if (identity) await Promise.all([dir, ...subdirs].map((d) => chown(d, identity.uid, identity.gid)));
     } catch (err) {
-      if (ownUser) harnessUsers().release(identity!.uid);
+      if (ownUser) await harnessUsers().release(identity!.uid);
       throw err;
     }
     const hp = new HarnessProcess(options, dir, identity);
@@ -358,10 +358,17 @@ export class HarnessProcess {
     this.#log(clean ? "info" : "warn", "harness exited", { ...exit, ...(clean ? {} : { stderr_tail: this.#stderr.tail }) });
     for (const l of this.#exitListeners) this.#safely("exit listener", () => l(exit));
     this.#exitListeners.clear();
-    void rm(this.workDir, { recursive: true, force: true }).finally(() => {
-      if (this.#ownUser) harnessUsers().release(this.#ownUser.uid);
-      this.#resolveExited(exit);
-    });
+    void this.#cleanUp().finally(() => this.#resolveExited(exit));
+  }
+
+  /**
+   * After the exit: a user of its own is released first (everything still running as it is
+   * killed), so nothing writes into the private directory while it is removed. A directory that
+   * cannot be removed is logged, never thrown: the runner-host serves every other tenant.
+   */
+  async #cleanUp(): Promise<void> {
+    if (this.#ownUser) await harnessUsers().release(this.#ownUser.uid).catch((err: Error) => this.#log("error", "harness user not released", { error: err.message }));
+    await rm(this.workDir, { recursive: true, force: true }).catch((err: Error) => this.#log("error", "harness directory not removed", { error: err.message, dir: this.workDir }));
   }
 
   #handleOutput(value: Record<string, unknown>): void {

@@ -8,11 +8,23 @@
  * and no running process has (another runner-host on the same machine may use the same range; the
  * scan starts at an offset of this process's own, so two rarely look at the same ids at once).
  * `release`, once the harness process has exited, kills every process still running as that user
- * (a child that left the harness's process group, e.g. with `setsid`, which the group kill misses)
- * and then frees the id.
+ * (a child that left the harness's process group, e.g. with `setsid`, which the group kill misses),
+ * removes what the user left in the machine's shared temporary directories (the next process given
+ * the id, of any tenant, would own it), and then frees the id.
+ *
+ * The kill is `kill(-1, SIGKILL)` made AS that user (a shell started with its id): the kernel
+ * signals every process the user owns in one pass that no fork can slip past, where a scan of /proc
+ * followed by kills misses a child that keeps forking and exiting under new pids.
  */
+import { spawn } from "node:child_process";
 import { readdirSync, statSync } from "node:fs";
-import type { Identity } from "./clean-spawn.ts";
+import { lstat, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { harnessIdentity, type Identity } from "./clean-spawn.ts";
+
+/** World-writable directories a harness can leave files in, besides its private one (removed apart). */
+const SHARED_TEMP_DIRS = ["/tmp", "/var/tmp", "/dev/shm"];
 
 /**
  * Default ids, `SVC_HARNESS_UIDS` `first-last` otherwise: above 65535, so no account a Debian-like
@@ -49,16 +61,14 @@ export class HarnessUsers {
     throw new Error(`every harness user id in ${this.first}-${this.last} is in use`);
   }
 
-  /** Ends whatever still runs as `uid`, then frees it. */
-  release(uid: number): void {
-    for (const pid of processesOf(uid)) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {
-        // ESRCH: it ended meanwhile.
-      }
+  /** Ends whatever still runs as `uid`, removes what it left in shared temporary directories, then frees it. */
+  async release(uid: number): Promise<void> {
+    try {
+      await killEverythingOf(uid);
+      await removeLeftovers(uid);
+    } finally {
+      this.#held.delete(uid);
     }
-    this.#held.delete(uid);
   }
 
   get held(): number {
@@ -74,6 +84,19 @@ export function harnessUidRange(value: string | undefined): { first: number; las
   return { first: Number(m[1]), last: Number(m[2]) };
 }
 
+/**
+ * What is wrong with `SVC_HARNESS_USER` / `SVC_HARNESS_UIDS` in `env`, as one sentence, or null: a
+ * runner-host refuses to start with it, instead of failing every harness start (and every turn).
+ */
+export function harnessUserProblem(env: Record<string, string | undefined> = process.env): string | null {
+  try {
+    if (harnessIdentity(env) === "own") new HarnessUsers(harnessUidRange(env.SVC_HARNESS_UIDS));
+    return null;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
 /** The owners of every running process (a /proc/<pid> directory belongs to the process's user). */
 function runningUids(): Set<number> {
   const uids = new Set<number>();
@@ -84,8 +107,37 @@ function runningUids(): Set<number> {
   return uids;
 }
 
-function processesOf(uid: number): number[] {
-  return pids().filter((pid) => ownerOf(pid) === uid);
+/** `kill -9 -1` run as `uid`: every process of that user but the shell itself, in one pass. */
+async function killEverythingOf(uid: number): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const sh = spawn("/bin/sh", ["-c", "kill -9 -1"], { uid, gid: uid, stdio: "ignore" });
+    sh.once("error", () => resolve()); // no /bin/sh: the scan below is all there is
+    sh.once("exit", () => resolve());
+  });
+  // What the one pass could not reach (a process that was starting under another id an instant ago).
+  for (const pid of pids().filter((p) => ownerOf(p) === uid)) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // ESRCH: it ended meanwhile.
+    }
+  }
+}
+
+/** Entries owned by `uid` at the top of the shared temporary directories, removed with their contents. */
+async function removeLeftovers(uid: number): Promise<void> {
+  for (const dir of new Set([...SHARED_TEMP_DIRS, tmpdir()])) {
+    const names = await readdir(dir).catch(() => [] as string[]);
+    await Promise.all(
+      names.map(async (name) => {
+        const entry = path.join(dir, name);
+        const st = await lstat(entry).catch(() => undefined);
+        // Nothing of the user runs any more, so nothing can swap an entry for a link meanwhile; rm
+        // never follows links either.
+        if (st?.uid === uid) await rm(entry, { recursive: true, force: true }).catch(() => {});
+      }),
+    );
+  }
 }
 
 function pids(): number[] {

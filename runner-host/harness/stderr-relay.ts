@@ -1,7 +1,7 @@
 /**
  * A harness process's stderr, re-logged as JSON records: one per line, provider keys redacted, each
  * cut at `MAX_STDERR_LINE_CHARS`, at most `STDERR_LINES_PER_SECOND` a second (the rest counted in one
- * record), and the last `STDERR_TAIL_LINES` kept for the record of an unclean exit. stderr never
+ * record when that second ends), and the last `STDERR_TAIL_LINES` kept for the record of an unclean exit. stderr never
  * reaches a tenant: the process is shared by the tenant's sessions.
  */
 import type { Readable } from "node:stream";
@@ -25,6 +25,8 @@ export class StderrRelay {
   readonly #redact: (text: string) => string;
   readonly #tail: string[] = [];
   #window = { start: -Infinity, lines: 0, dropped: 0 };
+  /** Reports the second's dropped lines when it ends, also when no further line comes. */
+  #report?: NodeJS.Timeout;
 
   constructor(stream: Readable, log: Log, redact: (text: string) => string) {
     this.#log = log;
@@ -48,8 +50,10 @@ export class StderrRelay {
     return this.#tail.join("\n");
   }
 
-  /** Reports lines dropped in the current second (at exit). */
+  /** Reports lines dropped in the current second (at its end, or at exit). */
   flush(): void {
+    clearTimeout(this.#report);
+    this.#report = undefined;
     const w = this.#window;
     if (w.dropped === 0) return;
     this.#log("warn", "harness stderr lines dropped", { dropped: w.dropped, limit_per_second: STDERR_LINES_PER_SECOND });
@@ -70,6 +74,7 @@ export class StderrRelay {
     }
     if (++w.lines > STDERR_LINES_PER_SECOND) {
       w.dropped++;
+      this.#report ??= setTimeout(() => this.flush(), Math.max(0, w.start + 1_000 - now)).unref();
       return;
     }
     this.#log("info", "harness stderr", { line });

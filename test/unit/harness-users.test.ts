@@ -2,12 +2,12 @@
  * A user of its own for every harness process of a root runner-host (runner-host/harness/harness-users.ts):
  * never an id another running process has, freed only once nothing runs as it any more.
  */
-import { spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { harnessIdentity } from "../../runner-host/harness/clean-spawn.ts";
 import { HarnessProcess } from "../../runner-host/harness/harness-process.ts";
-import { DEFAULT_HARNESS_UIDS, harnessUidRange, HarnessUsers } from "../../runner-host/harness/harness-users.ts";
+import { DEFAULT_HARNESS_UIDS, harnessUidRange, harnessUserProblem, HarnessUsers } from "../../runner-host/harness/harness-users.ts";
 import { rootDir } from "./harness-helpers.ts";
 
 const me = process.getuid!();
@@ -22,7 +22,7 @@ describe("harness users", () => {
       const ids = [users.acquire().uid, users.acquire().uid];
       expect(ids.sort()).toEqual([busy + 1, busy + 2]);
       expect(() => users.acquire()).toThrow(`every harness user id in ${busy}-${busy + 2} is in use`);
-      users.release(busy + 1);
+      await users.release(busy + 1);
       expect(users.acquire()).toEqual({ uid: busy + 1, gid: busy + 1 });
     } finally {
       sleeper?.kill("SIGKILL");
@@ -36,6 +36,9 @@ describe("harness users", () => {
     expect(() => harnessUidRange("30000")).toThrow("SVC_HARNESS_UIDS");
     expect(() => new HarnessUsers({ first: 5, last: 4 })).toThrow("is not a range of user ids");
     expect(() => new HarnessUsers({ first: 0, last: 4 })).toThrow("is not a range of user ids");
+    // A runner-host refuses to start with a value it cannot use (every harness start would fail).
+    expect(harnessUserProblem({ SVC_HARNESS_UIDS: "abc" })).toBe(me === 0 ? 'SVC_HARNESS_UIDS: "abc" is not first-last (e.g. 100000-199999)' : null);
+    expect(harnessUserProblem({})).toBeNull();
   });
 
   it("a root runner-host gives each harness process a user of its own; one that is not root runs them as itself", () => {
@@ -72,5 +75,41 @@ describe("harness users", () => {
       // Without a user of its own there is nothing to end it by: the group kill is all there is.
       process.kill(orphan, "SIGKILL");
     }
+  });
+
+  // A user of its own needs root; a runner-host that is not root runs harnesses as itself, and
+  // there is no user to end anything by (the previous test says so).
+  const asOwnUser = me === 0 ? "own" : null;
+
+  it("ends a child that keeps forking under new pids, and what the user left in /tmp, /var/tmp and /dev/shm goes too", async () => {
+    const mark = `svc-leftover-${process.pid}-${Date.now()}`;
+    // The child hops: each generation forks the next and exits, every 5 ms, out of the process group.
+    const script = `const {spawn,execFileSync}=require("node:child_process");const fs=require("node:fs");for(const d of ["/tmp","/var/tmp","/dev/shm"])fs.writeFileSync(d+"/${mark}","left",{mode:0o600});const c=spawn("setsid",["sh","-c","hop(){ (sleep 0.005; hop) & }; hop; sleep 0.001"],{stdio:"ignore"});c.unref();process.stdout.write(JSON.stringify({type:"ready",protocol:1,engine:"hopper",max_line_bytes:1024})+"\\n");setInterval(()=>{},1000);`;
+    const hp = await HarnessProcess.start({ command: ["node", "-e", script], rootDir: rootDir(), identity: asOwnUser });
+    const uid = Number(readFileSync(`/proc/${hp.pid}/status`, "utf8").match(/^Uid:\s+(\d+)/m)![1]);
+    await hp.kill();
+    if (me !== 0) {
+      for (const d of ["/tmp", "/var/tmp", "/dev/shm"]) rmSync(`${d}/${mark}`, { force: true });
+      spawnSync("pkill", ["-f", "hop(){"]);
+      return;
+    }
+    // `exited` resolves after the release: nothing runs as the user any more, nothing of it is left.
+    const running = readdirSync("/proc").filter((p) => /^\d+$/.test(p) && statSync(`/proc/${p}`, { throwIfNoEntry: false })?.uid === uid);
+    const alive = running.filter((p) => !/^State:\s+Z/m.test(readFileSync(`/proc/${p}/status`, "utf8")));
+    expect(alive).toEqual([]);
+    for (const d of ["/tmp", "/var/tmp", "/dev/shm"]) expect(existsSync(`${d}/${mark}`)).toBe(false);
+  });
+
+  it("a child writing into the private directory while the harness exits leaves the runner-host running, the directory gone", async () => {
+    const script = `const {spawn}=require("node:child_process");const c=spawn("setsid",["sh","-c","i=0; while :; do mkdir -p a/b; : > a/b/f$i; i=$((i+1)); done"],{stdio:"ignore"});c.unref();process.stdout.write(JSON.stringify({type:"ready",protocol:1,engine:"writer",max_line_bytes:1024})+"\\n");setInterval(()=>{},1000);`;
+    const logs: Record<string, unknown>[] = [];
+    const hp = await HarnessProcess.start({ command: ["node", "-e", script], rootDir: rootDir(), identity: asOwnUser, log: (r) => logs.push(r) });
+    await hp.kill();
+    if (me !== 0) {
+      spawnSync("pkill", ["-f", "while :; do mkdir -p a/b"]);
+      return;
+    }
+    expect(existsSync(hp.workDir)).toBe(false);
+    expect(logs.filter((l) => l.level === "error")).toEqual([]);
   });
 });

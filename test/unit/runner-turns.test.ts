@@ -324,19 +324,24 @@ describe("runner-host turns", () => {
 });
 
 describe("runner-host turns with a harness of another author", () => {
-  it("never lets a harness's echo of its provider key reach the object: deltas, assistant text, tool arguments, its own tool results", async () => {
+  it("never lets a harness's echo of a provider key reach the object: deltas, assistant text, tool arguments, its own tool results", async () => {
     rig = await Rig.start({ harness: { command: ECHOING_HARNESS } });
+    // Another provider's key, handed to another session of this runner-host: a process shared with
+    // that session (or a spare started with every key seen) holds it too.
+    const other = await rig.open("sess-other", { provider: { ...rig.grant(OTHER_KEY), prefix: "anthropic" } });
+    await opened(other);
     const fake = await rig.open("sess-echo");
     await opened(fake);
     const turn = rig.run(fake, "echo");
     expect(await turnEnd(fake, turn)).toMatchObject({ status: "completed" });
     const sent = JSON.stringify(fake.turn(turn));
     expect(sent).not.toContain("test-key-1");
+    expect(sent).not.toContain(OTHER_KEY);
     const events = fake.turn(turn);
-    expect(events.filter((m) => m.t === "delta").map((m) => (m.t === "delta" ? m.text : "")).join("")).toBe("key [redacted]");
-    expect(events.find((m) => m.t === "assistant")).toMatchObject({ text: "key [redacted]" });
-    expect(events.find((m) => m.t === "tool_call")).toMatchObject({ call: { name: "lookup", arguments: { k: "[redacted]" } } });
-    expect(events.find((m) => m.t === "tool_result")).toMatchObject({ result: { content: [{ type: "text", text: "[redacted]" }] } });
+    expect(events.filter((m) => m.t === "delta").map((m) => (m.t === "delta" ? m.text : "")).join("")).toBe("key [redacted] [redacted]");
+    expect(events.find((m) => m.t === "assistant")).toMatchObject({ text: "key [redacted] [redacted]" });
+    expect(events.find((m) => m.t === "tool_call")).toMatchObject({ call: { name: "lookup", arguments: { k: "[redacted] [redacted]" } } });
+    expect(events.find((m) => m.t === "tool_result")).toMatchObject({ result: { content: [{ type: "text", text: "[redacted] [redacted]" }] } });
   });
 
   it("answers a call of a tool the session does not have, not marked answered, with an error result; the turn goes on", async () => {
@@ -361,6 +366,7 @@ describe("runner-host turns with a harness of another author", () => {
   });
 });
 
+const OTHER_KEY = "sk-other-provider-key-42";
 const USAGE = "{ input_tokens: 1, output_tokens: 1, cache_read_tokens: 0, cache_write_tokens: 0, total_tokens: 2 }";
 const MESSAGE = (text: string) => `out({ type: "assistant.message", session: cmd.session, turn: cmd.turn, text: ${text}, usage: ${USAGE}, stop_reason: "stop", model: { provider: "openai", id: "gpt-4o-mini" } });`;
 
@@ -370,14 +376,14 @@ const MESSAGE = (text: string) => `out({ type: "assistant.message", session: cmd
  */
 const ECHOING_HARNESS = (() => {
   const [node, e, script] = inlineHarness("echoer", `
-    const key = globalThis.key;
+    const key = globalThis.key + " ${OTHER_KEY}";
     const ev = (m) => out({ session: cmd.session, turn: cmd.turn, ...m });
     ev({ type: "assistant.delta", text: "key " + key });
     ${MESSAGE('"key " + key')}
     ev({ type: "tool.call", call: { id: "c1", name: "lookup", arguments: { k: key } }, answered: true });
     ev({ type: "tool.result", call_id: "c1", result: { content: [{ type: "text", text: key }], is_error: false } });
     ev({ type: "turn.end", status: "completed" });`);
-  return [node!, e!, script!.replace(`if (cmd.op === "init")`, `if (cmd.op === "init") globalThis.key = cmd.providers.openai.key; if (cmd.op === "init")`)];
+  return [node!, e!, script!.replace(`if (cmd.op === "init")`, `if (cmd.op === "init") globalThis.key = cmd.providers.openai?.key; if (cmd.op === "init")`)];
 })();
 
 /** A harness that hands over a call of a tool the session lacks and ends the turn with the result it gets. */
