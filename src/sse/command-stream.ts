@@ -5,16 +5,22 @@
  *
  * A frame the client has not taken within the write deadline, or the client going away, closes
  * the socket: the object then ends the calls this connection had in flight as unknown outcomes.
- * Keepalives follow the event streams' 15 s rule.
+ * Keepalives follow the event streams' 15 s rule. A shutdown ends it like an event stream
+ * (src/streams/open-streams.ts), so its `limits.subscribers` slot is given back before the runtime
+ * stops (a slot never given back stays counted until its holding lapses, ~60 s into the next start).
  */
 import { KEEPALIVE } from "./frame.ts";
 import { KEEPALIVE_MS, SSE_HEADERS, WRITE_DEADLINE_MS } from "./stream-rules.ts";
 import { acceptObjectSocket, type ObjectStub } from "./object-socket.ts";
+import type { EndableStream } from "../streams/open-streams.ts";
 
 const encoder = new TextEncoder();
 
-/** `tick`: about once a second while the stream is open; `end`: once, when it has ended. */
-export type CommandStreamHooks = { tick?: () => void; end?: () => void };
+/**
+ * `tick`: about once a second while the stream is open; `end`: once, when it has ended; `track`:
+ * hands the stream to the isolate's registry, which ends it at a shutdown.
+ */
+export type CommandStreamHooks = { tick?: () => void; end?: () => void; track?: (stream: EndableStream) => void };
 
 export async function openCommandStream(
   stub: ObjectStub,
@@ -30,6 +36,7 @@ export async function openCommandStream(
   const pending: number[] = [];
   let lastWrite = Date.now();
   let done = false;
+  const { promise: ended, resolve: over } = Promise.withResolvers<void>();
 
   const finish = (graceful: boolean) => {
     if (done) return;
@@ -41,8 +48,8 @@ export async function openCommandStream(
     } catch {
       // Already closed by the object.
     }
-    if (graceful) writer.close().catch(() => {});
-    else writer.abort(new Error("command stream ended")).catch(() => {});
+    if (graceful) writer.close().then(over, over);
+    else writer.abort(new Error("command stream ended")).then(over, over);
   };
 
   const write = (bytes: Uint8Array) => {
@@ -73,5 +80,13 @@ export async function openCommandStream(
     if (pending.length === 0 && now - lastWrite >= KEEPALIVE_MS) write(KEEPALIVE);
   }, 1_000);
 
+  hooks.track?.({
+    end: () => finish(true),
+    cut: () => {
+      finish(false);
+      writer.abort(new Error("command stream cut")).then(over, over); // a graceful end the client never read
+    },
+    ended,
+  });
   return new Response(readable, { headers: SSE_HEADERS });
 }
