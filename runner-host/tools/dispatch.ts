@@ -30,9 +30,9 @@ export async function executeHostTool(tool: HostTool, req: ToolCallRequest, ctx:
  * this in practice; this check is the floor any future transport gets for free.
  * Tool error results are capped too ("size limits still apply"); only our own messages are not.
  */
-export function capOutput(tool: HostTool, result: ToolResult): ToolResult {
+export function capOutput(tool: HostTool, result: ToolResult, limit = "max_output_bytes"): ToolResult {
   if (isOwnResult(result)) return result;
   const bytes = jsonBytes(result);
   if (bytes <= tool.max_output_bytes) return result;
-  return errorResult(`${label(tool)} output exceeded max_output_bytes (${bytes} > ${tool.max_output_bytes})`, true);
+  return errorResult(`${label(tool)} output exceeded ${limit} (${bytes} > ${tool.max_output_bytes})`, true);
 }

@@ -60,7 +60,7 @@ export async function awaitRuntimeResult(descriptor: RuntimeDescriptor, callId: 
     const stopped = new Promise<null>((resolve) => budget.signal.addEventListener("abort", () => resolve(null), { once: true }));
     const result = await Promise.race([replies.wait(callId), stopped]);
     if (result === null) return stoppedResult(tool, budget.stopped ?? "interrupted");
-    return capOutput(tool, checkOutput(tool, result));
+    return capOutput(tool, checkOutput(tool, result), "the runtime tool result limit");
   } finally {
     replies.forget(callId);
     budget.dispose();

@@ -99,7 +99,7 @@ export const CallCommandSchema = component(
 export const CancelCommandSchema = component(
   "CancelCommand",
   z.strictObject({ type: z.literal("cancel"), connection: z.string().min(1), call_id: Hex32 }),
-  "The turn that made the call was interrupted; a later reply for it is refused.",
+  "The call ended without the executor's result (its turn interrupted, its session closed, the 300 s timeout, a shutdown); a later reply for it is refused.",
 );
 
 export const CommandSchema = component(
@@ -121,6 +121,12 @@ export const ReplySchema = component(
     })
     .refine((r) => (r.progress === undefined) !== (r.result === undefined), {
       error: "a reply carries exactly one of progress and result",
+    })
+    // Spec "Tool errors": `unknown_outcome` tells that a failure came after dispatch; on a success it
+    // would record a result that claims both.
+    .refine((r) => !(r.result?.unknown_outcome === true && r.result.is_error !== true), {
+      error: "unknown_outcome is for an error result: send is_error true with it",
+      path: ["result", "unknown_outcome"],
     }),
   "Progress or the result of one call (exactly one of the two), on the current connection. Stale, duplicate or unsolicited replies are `409 conflict`.",
 );

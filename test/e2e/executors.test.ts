@@ -182,6 +182,11 @@ describe("registration and executor authentication", () => {
     expectApiError(await call(stack.url, "POST", `/executors/${a.id}/responses`, { token: a.token, body: reply }), 409, "conflict");
     expectApiError(await call(stack.url, "POST", `/executors/${a.id}/responses`, { token: a.token, body: { ...reply, result: { content: [] } } }), 400, "invalid_request");
     expectApiError(await call(stack.url, "POST", `/executors/${a.id}/responses`, { token: a.token, body: { ...reply, extra: true } }), 400, "invalid_request");
+    // unknown_outcome says a failure came after dispatch: a success cannot claim it.
+    const { progress: _p, ...callRef } = reply;
+    const claims = await call(stack.url, "POST", `/executors/${a.id}/responses`, { token: a.token, body: { ...callRef, result: { content: [], unknown_outcome: true } } });
+    expectApiError(claims, 400, "invalid_request");
+    expect(claims.body.error.message).toContain("unknown_outcome is for an error result");
     expectApiError(await call(stack.url, "POST", `/executors/${a.id}/responses`, { token: a.token, raw: '{"connection":"x"} {}' }), 400, "invalid_request");
     const rpc = await call(stack.url, "GET", `/executors/${a.id}/rpc`, { token: a.token });
     expectApiError(rpc, 400, "invalid_request"); // not an upgrade

@@ -44,7 +44,7 @@ describe("waiting for a runtime result", () => {
   /** Text length whose Result JSON is exactly `bytes` long. */
   const fill = (bytes: number) => bytes - JSON.stringify(text(0)).length;
 
-  it("passes a result of exactly max_output_bytes and refuses one byte more, with unknown_outcome", async () => {
+  it("passes a result of exactly 1 MiB and refuses one byte more, with unknown_outcome, naming the runtime limit", async () => {
     for (const [extra, ok] of [[0, true], [1, false]] as const) {
       const replies = new RuntimeReplies();
       const waiting = awaitRuntimeResult({ name: "t", input_schema: { type: "object" } }, ID, replies, new AbortController().signal);
@@ -52,7 +52,7 @@ describe("waiting for a runtime result", () => {
       replies.deliver(ID, r);
       const got = await waiting;
       if (ok) expect(got).toBe(r);
-      else expect(got).toMatchObject({ is_error: true, unknown_outcome: true, content: [{ text: expect.stringMatching(/max_output_bytes/) }] });
+      else expect(got).toMatchObject({ is_error: true, unknown_outcome: true, content: [{ text: `tool "t" output exceeded the runtime tool result limit (${TOOL_MAX_OUTPUT_BYTES.default + 1} > ${TOOL_MAX_OUTPUT_BYTES.default})` }] });
     }
   });
 
