@@ -70,10 +70,6 @@ export class HarnessUsers {
       this.#held.delete(uid);
     }
   }
-
-  get held(): number {
-    return this.#held.size;
-  }
 }
 
 /** `SVC_HARNESS_UIDS` as a range, the default when unset. */
