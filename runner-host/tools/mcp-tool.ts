@@ -28,6 +28,14 @@ const SCHEMA_VALIDATOR = new CfWorkerJsonSchemaValidator();
 /** Time allowed for the closing DELETE before the transport is torn down anyway, ms. */
 const CLOSE_GRACE_MS = 2_000;
 
+/**
+ * After the `tools/call` response body has ended, how long the SDK gets to hand over the result it
+ * held, ms: it parses what it read within a few turns of the event loop. A body that ended without
+ * the result (an SSE stream closed early, undecodable JSON, a response to another request id) would
+ * otherwise leave the call waiting for its whole timeout.
+ */
+const RESULT_AFTER_END_MS = 100;
+
 /** JSON-RPC errors by which a server refuses a request without running it (like an HTTP 4xx). */
 const REFUSED: ReadonlySet<number> = new Set([ErrorCode.ParseError, ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
 
@@ -46,7 +54,9 @@ export async function callMcpTool(tool: HostTool, req: ToolCallRequest, ctx: Too
 
   const budget = new CallBudget(tool.timeout_seconds, ctx.signal);
   const transport = new StreamableHTTPClientTransport(new URL(tool.url), {
-    requestInit: { headers: Object.fromEntries(headers) },
+    // `manual` reaches fetch unchanged for the message POSTs and the DELETE: the SDK's default would
+    // follow a same-origin redirect itself, sending `tools/call` again.
+    requestInit: { headers: Object.fromEntries(headers), redirect: "manual" },
     fetch: watchedFetch(tool, budget),
   });
   const client = new Client(CLIENT_INFO, { jsonSchemaValidator: SCHEMA_VALIDATOR });
@@ -92,16 +102,26 @@ function linked(parent: AbortSignal): { signal: AbortSignal; unlink(): void } {
 }
 
 /**
- * Global fetch, watching the `tools/call` response body: every byte counts against
- * `max_output_bytes` (progress notifications included, as on the HTTP wire), and a body that fails
- * mid-read stops the call as dropped. Without this the SDK would leave the request pending until
- * the timeout.
+ * Global fetch for one call's client: redirects are not followed (a 3xx is the server's answer, and
+ * following it would send the request again: calls are never retried); every byte of every response
+ * body but the initialize answer counts against `max_output_bytes` (progress notifications
+ * included, on the `tools/call` stream or the standalone GET stream, as on the HTTP wire); the
+ * `tools/call` body failing mid-read stops the call as dropped, and ending without the result
+ * stops it as such — unless it was an event stream whose events carried ids: MCP lets a server end
+ * such a stream and the client resume it (GET with `Last-Event-ID`), which the SDK does, within the
+ * call's timeout. Without this the SDK would leave the request pending until the timeout.
  */
 function watchedFetch(tool: HostTool, budget: CallBudget): typeof fetch {
   let bytes = 0;
   return async (input, init) => {
-    const res = await fetch(input, init);
-    if (!res.body || !isToolsCall(init)) return res;
+    const res = await fetch(input, { ...init, redirect: "manual" });
+    const method = rpcMethod(init);
+    if (!res.body || method === "initialize") return res;
+    const call = method === "tools/call";
+    const sse = res.headers.get("content-type")?.startsWith("text/event-stream") === true;
+    let resumable = false;
+    let tail = "";
+    const decoder = new TextDecoder();
     const reader = res.body.getReader();
     const body = new ReadableStream<Uint8Array>({
       async pull(controller) {
@@ -109,11 +129,19 @@ function watchedFetch(tool: HostTool, budget: CallBudget): typeof fetch {
         try {
           chunk = await reader.read();
         } catch (err) {
-          budget.stop("dropped");
+          if (call) budget.stop("dropped");
           controller.error(err);
           return;
         }
-        if (chunk.done) return controller.close();
+        if (chunk.done) {
+          if (call && !resumable) setTimeout(() => budget.stop("no_result"), RESULT_AFTER_END_MS).unref?.();
+          return controller.close();
+        }
+        if (call && sse && !resumable) {
+          const text = tail + decoder.decode(chunk.value, { stream: true });
+          resumable = /(^|\n)id:/.test(text);
+          tail = text.slice(-4);
+        }
         bytes += chunk.value.byteLength;
         if (bytes > tool.max_output_bytes) budget.stop("oversize");
         controller.enqueue(chunk.value);
@@ -124,12 +152,14 @@ function watchedFetch(tool: HostTool, budget: CallBudget): typeof fetch {
   };
 }
 
-function isToolsCall(init: RequestInit | undefined): boolean {
-  if (init?.method !== "POST" || typeof init.body !== "string") return false;
+/** The JSON-RPC method a POST carries (undefined for a GET, a DELETE or a batch). */
+function rpcMethod(init: RequestInit | undefined): string | undefined {
+  if (init?.method !== "POST" || typeof init.body !== "string") return undefined;
   try {
-    return (JSON.parse(init.body) as { method?: unknown }).method === "tools/call";
+    const method = (JSON.parse(init.body) as { method?: unknown }).method;
+    return typeof method === "string" ? method : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
 

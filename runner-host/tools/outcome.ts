@@ -63,7 +63,7 @@ export function checkOutput(tool: HostTool, result: ToolResult): ToolResult {
 }
 
 /** Why a call stopped early; the AbortSignal reason, so a rejected read can be told apart. */
-export type StopReason = "timeout" | "interrupted" | "oversize" | "dropped";
+export type StopReason = "timeout" | "interrupted" | "oversize" | "dropped" | "no_result";
 
 /**
  * One call's budget: `timeout_seconds` over the whole call (connect, request and the full
@@ -113,6 +113,7 @@ export function stoppedResult(tool: HostTool, reason: StopReason): ToolResult {
   if (reason === "timeout") return errorResult(`${label(tool)} timed out after ${tool.timeout_seconds} s`, true);
   if (reason === "oversize") return errorResult(`${label(tool)} output exceeded max_output_bytes (${tool.max_output_bytes})`, true);
   if (reason === "dropped") return errorResult(`${label(tool)} connection dropped before the result arrived`, true);
+  if (reason === "no_result") return errorResult(`${label(tool)} response ended without its result`, true);
   return errorResult(`${label(tool)} call was interrupted; its outcome is unknown`, true);
 }
 

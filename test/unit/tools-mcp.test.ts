@@ -144,6 +144,8 @@ describe("raw MCP peer", () => {
   let url = "";
   let onCall: (res: http.ServerResponse, id: unknown) => void = () => {};
   let onDelete = () => {};
+  /** The standalone GET stream; refused unless a test scripts it. */
+  let onGet: (res: http.ServerResponse) => void = (res) => void res.writeHead(405).end();
 
   beforeAll(async () => {
     // Stateless and JSON-only except tools/call, whose SSE answer each test scripts.
@@ -154,6 +156,7 @@ describe("raw MCP peer", () => {
         const msg = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined;
         seen.push({ method: req.method!, headers: req.headers, rpc: msg?.method });
         if (req.method === "DELETE") onDelete();
+        if (req.method === "GET") return onGet(res);
         if (req.method !== "POST") return void res.writeHead(405).end();
         if (msg.method === "initialize") {
           const result = { protocolVersion: msg.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "peer", version: "1" } };
@@ -234,5 +237,46 @@ describe("raw MCP peer", () => {
     expectError(await call(mcpTool("x", { url }), {}).result, true, /MCP server returned HTTP 502/);
     onCall = (res) => void res.writeHead(404).end();
     expectError(await call(mcpTool("x", { url }), {}).result, false, /MCP server returned HTTP 404/);
+  });
+
+  it("a redirect is the server's answer: not followed, the call sent once, an error without unknown_outcome", async () => {
+    seen.length = 0;
+    onCall = (res) => void res.writeHead(307, { location: `${url}/elsewhere` }).end();
+    expectError(await call(mcpTool("x", { url }), {}).result, false, /MCP server returned HTTP 307/);
+    expect(seen.filter((r) => r.rpc === "tools/call")).toHaveLength(1);
+  });
+
+  it.each([
+    ["an event stream that closes after progress, without the result", (res: http.ServerResponse) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(`event: message\ndata: ${JSON.stringify({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: 1, progress: 1 } })}\n\n`);
+    }],
+    ["an event stream whose result is no JSON", (res: http.ServerResponse) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end("event: message\ndata: {not json\n\n");
+    }],
+    ["a JSON answer to another request id", (res: http.ServerResponse) => {
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: 999999, result: { content: [] } }));
+    }],
+  ])("%s fails the call at once, with unknown_outcome (not at the timeout)", async (_what, answer) => {
+    onCall = answer;
+    const started = Date.now();
+    expectError(await call(mcpTool("x", { url, timeout_seconds: 30 }), {}).result, true, /response ended without its result/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it("progress on the standalone GET stream counts toward max_output_bytes too", async () => {
+    const progress = (i: number) => `event: message\ndata: ${JSON.stringify({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: 0, progress: i, message: "x".repeat(200) } })}\n\n`;
+    onGet = (res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      for (let i = 0; i < 40; i++) res.write(progress(i));
+    };
+    // The result waits until the flood is in.
+    onCall = (res, id) => void setTimeout(() => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id, result: { content: [{ type: "text", text: "small" }] } })), 500);
+    try {
+      expectError(await call(mcpTool("x", { url, max_output_bytes: 3000 }), {}).result, true, /output exceeded max_output_bytes/);
+    } finally {
+      onGet = (res) => void res.writeHead(405).end();
+    }
   });
 });
