@@ -300,9 +300,12 @@ export class SessionRunner implements PoolSession {
     void this.#nextTurn();
   }
 
-  /** The provider keys a harness process of this session may hold: never part of what its tenant reads. */
-  #secrets(): string[] {
-    return this.#grant ? [this.#grant.key, ...this.#o.keys()] : [...this.#o.keys()];
+  /**
+   * The provider keys a harness process of this session may hold: never part of what its tenant
+   * reads. The session's own grant is among them (`#setGrant` notes it).
+   */
+  #secrets(): Iterable<string> {
+    return this.#o.keys();
   }
 
   #route(name: string): ToolRoute {

@@ -54,8 +54,9 @@ export async function callMcpTool(tool: HostTool, req: ToolCallRequest, ctx: Too
 
   const budget = new CallBudget(tool.timeout_seconds, ctx.signal);
   const transport = new StreamableHTTPClientTransport(new URL(tool.url), {
-    // `manual` reaches fetch unchanged for the message POSTs and the DELETE: the SDK's default would
-    // follow a same-origin redirect itself, sending `tools/call` again.
+    // A 3xx is the server's answer: following it would send the request again (calls are never
+    // retried). `manual` reaches fetch unchanged for the message POSTs and the DELETE; the SDK's
+    // default would follow a same-origin redirect itself, sending `tools/call` again.
     requestInit: { headers: Object.fromEntries(headers), redirect: "manual" },
     fetch: watchedFetch(tool, budget),
   });
@@ -102,8 +103,8 @@ function linked(parent: AbortSignal): { signal: AbortSignal; unlink(): void } {
 }
 
 /**
- * Global fetch for one call's client: redirects are not followed (a 3xx is the server's answer, and
- * following it would send the request again: calls are never retried); every byte of every response
+ * Global fetch for one call's client (redirects are left unfollowed by the transport's `requestInit`);
+ * every byte of every response
  * body but the initialize answer counts against `max_output_bytes` (progress notifications
  * included, on the `tools/call` stream or the standalone GET stream, as on the HTTP wire); the
  * `tools/call` body failing mid-read stops the call as dropped, and ending without the result
@@ -114,7 +115,7 @@ function linked(parent: AbortSignal): { signal: AbortSignal; unlink(): void } {
 function watchedFetch(tool: HostTool, budget: CallBudget): typeof fetch {
   let bytes = 0;
   return async (input, init) => {
-    const res = await fetch(input, { ...init, redirect: "manual" });
+    const res = await fetch(input, init);
     const method = rpcMethod(init);
     if (!res.body || method === "initialize") return res;
     const call = method === "tools/call";

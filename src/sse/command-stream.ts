@@ -82,10 +82,8 @@ export async function openCommandStream(
 
   hooks.track?.({
     end: () => finish(true),
-    cut: () => {
-      finish(false);
-      writer.abort(new Error("command stream cut")).then(over, over); // a graceful end the client never read
-    },
+    // After a graceful end the client never read, the writer is aborted here; otherwise `finish` does it.
+    cut: () => (done ? void writer.abort(new Error("command stream cut")).then(over, over) : finish(false)),
     ended,
   });
   return new Response(readable, { headers: SSE_HEADERS });
