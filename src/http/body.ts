@@ -68,11 +68,19 @@ export async function readBody(c: Context, cap: number): Promise<string> {
   }
 }
 
-/** After any handler: a body nobody read (the request was refused first) is dropped before the answer. */
+/**
+ * After any handler: a body nobody read (the request was refused first) is dropped before the
+ * answer. Also when `next` throws: an unknown route's 404 is thrown past the middleware to the
+ * error handler (Hono's not-found handler runs outside its handler try), and an unread chunked
+ * body then made the runtime reset the connection instead of answering.
+ */
 export const discardUnreadBody: MiddlewareHandler = async (c, next) => {
-  await next();
-  const req = c.req.raw;
-  if (req.body && !req.bodyUsed) await discard(req.body.getReader(), 0, declaredLength(req));
+  try {
+    await next();
+  } finally {
+    const req = c.req.raw;
+    if (req.body && !req.bodyUsed) await discard(req.body.getReader(), 0, declaredLength(req));
+  }
 };
 
 /**

@@ -157,7 +157,7 @@ describe("HTTP surface", () => {
     expectApiError(chunked, 413, "invalid_request");
   });
 
-  it("an answer that does not use the body (413 over the cap, 401) comes once the body is read, on a connection that stays open", async () => {
+  it("an answer that does not use the body (413 over the cap, 401, 404 for no such route) comes once the body is read, on a connection that stays open", async () => {
     const cap = 1024 + 16384;
     const conn = await rawConnection(stack.url);
     const post = (token: string, length: number) =>
@@ -169,6 +169,11 @@ describe("HTTP surface", () => {
         conn.write(" ".repeat(1000));
         expect((await conn.response()).status).toBe(status);
       }
+      // A chunked body to a route that does not exist (its 404 is thrown past the middleware).
+      conn.write("PATCH /no-such-route HTTP/1.1\r\nHost: svc\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+      conn.write("7\r\n{\"a\":1}\r\n");
+      conn.write("0\r\n\r\n");
+      expect(await conn.response()).toMatchObject({ status: 404 });
       // Had either answer left body bytes unread, the connection would be closed (or they would be
       // read as the next request).
       conn.write("GET /health/live HTTP/1.1\r\nHost: svc\r\n\r\n");

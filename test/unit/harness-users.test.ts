@@ -2,8 +2,8 @@
  * A user of its own for every harness process of a root runner-host (runner-host/harness/harness-users.ts):
  * never an id another running process has, freed only once nothing runs as it any more.
  */
-import { spawn, spawnSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { harnessIdentity } from "../../runner-host/harness/clean-spawn.ts";
 import { HarnessProcess } from "../../runner-host/harness/harness-process.ts";
@@ -49,12 +49,14 @@ describe("harness users", () => {
     }
   });
 
-  it("ends what a harness left running under its user once it exits (a child that left its process group)", async () => {
+  // Only a root runner-host gives harnesses users of their own; without one, there is no user to
+  // end anything by, and the process group kill is all there is.
+  it.runIf(me === 0)("ends what a harness left running under its user once it exits (a child that left its process group)", async () => {
     // The child starts a `setsid` grandchild (a new session and group, out of reach of the group
     // kill), reports its pid on stderr and says ready.
     const script = `const {spawn}=require("node:child_process");const c=spawn("setsid",["sleep","300"],{stdio:"ignore"});c.unref();process.stderr.write("orphan "+c.pid+"\\n");process.stdout.write(JSON.stringify({type:"ready",protocol:1,engine:"leaver",max_line_bytes:1024})+"\\n");setInterval(()=>{},1000);`;
     const logs: Record<string, unknown>[] = [];
-    const hp = await HarnessProcess.start({ command: ["node", "-e", script], rootDir: rootDir(), identity: me === 0 ? "own" : null, log: (r) => logs.push(r) });
+    const hp = await HarnessProcess.start({ command: ["node", "-e", script], rootDir: rootDir(), identity: "own", log: (r) => logs.push(r) });
     const orphan = await new Promise<number>((resolve) => {
       const look = () => {
         const line = logs.find((l) => l.msg === "harness stderr" && String(l.line).startsWith("orphan "));
@@ -65,34 +67,20 @@ describe("harness users", () => {
     });
     expect(existsSync(`/proc/${orphan}`)).toBe(true);
     await hp.kill();
-    if (me === 0) {
-      // SIGKILL was sent as the harness exited; the kernel ends the process as it next runs.
-      const ended = () => !existsSync(`/proc/${orphan}/stat`) || readFileSync(`/proc/${orphan}/stat`, "utf8").split(") ")[1]![0] === "Z";
-      const deadline = performance.now() + 5_000;
-      while (!ended() && performance.now() < deadline) await new Promise((r) => setImmediate(r));
-      expect(ended()).toBe(true);
-    } else {
-      // Without a user of its own there is nothing to end it by: the group kill is all there is.
-      process.kill(orphan, "SIGKILL");
-    }
+    // SIGKILL was sent as the harness exited; the kernel ends the process as it next runs.
+    const ended = () => !existsSync(`/proc/${orphan}/stat`) || readFileSync(`/proc/${orphan}/stat`, "utf8").split(") ")[1]![0] === "Z";
+    const deadline = performance.now() + 5_000;
+    while (!ended() && performance.now() < deadline) await new Promise((r) => setImmediate(r));
+    expect(ended()).toBe(true);
   });
 
-  // A user of its own needs root; a runner-host that is not root runs harnesses as itself, and
-  // there is no user to end anything by (the previous test says so).
-  const asOwnUser = me === 0 ? "own" : null;
-
-  it("ends a child that keeps forking under new pids, and what the user left in /tmp, /var/tmp and /dev/shm goes too", async () => {
+  it.runIf(me === 0)("ends a child that keeps forking under new pids, and what the user left in /tmp, /var/tmp and /dev/shm goes too", async () => {
     const mark = `svc-leftover-${process.pid}-${Date.now()}`;
     // The child hops: each generation forks the next and exits, every 5 ms, out of the process group.
     const script = `const {spawn,execFileSync}=require("node:child_process");const fs=require("node:fs");for(const d of ["/tmp","/var/tmp","/dev/shm"])fs.writeFileSync(d+"/${mark}","left",{mode:0o600});const c=spawn("setsid",["sh","-c","hop(){ (sleep 0.005; hop) & }; hop; sleep 0.001"],{stdio:"ignore"});c.unref();process.stdout.write(JSON.stringify({type:"ready",protocol:1,engine:"hopper",max_line_bytes:1024})+"\\n");setInterval(()=>{},1000);`;
-    const hp = await HarnessProcess.start({ command: ["node", "-e", script], rootDir: rootDir(), identity: asOwnUser });
+    const hp = await HarnessProcess.start({ command: ["node", "-e", script], rootDir: rootDir(), identity: "own" });
     const uid = Number(readFileSync(`/proc/${hp.pid}/status`, "utf8").match(/^Uid:\s+(\d+)/m)![1]);
     await hp.kill();
-    if (me !== 0) {
-      for (const d of ["/tmp", "/var/tmp", "/dev/shm"]) rmSync(`${d}/${mark}`, { force: true });
-      spawnSync("pkill", ["-f", "hop(){"]);
-      return;
-    }
     // `exited` resolves after the release: nothing runs as the user any more, nothing of it is left.
     const running = readdirSync("/proc").filter((p) => /^\d+$/.test(p) && statSync(`/proc/${p}`, { throwIfNoEntry: false })?.uid === uid);
     const alive = running.filter((p) => !/^State:\s+Z/m.test(readFileSync(`/proc/${p}/status`, "utf8")));
@@ -100,15 +88,11 @@ describe("harness users", () => {
     for (const d of ["/tmp", "/var/tmp", "/dev/shm"]) expect(existsSync(`${d}/${mark}`)).toBe(false);
   });
 
-  it("a child writing into the private directory while the harness exits leaves the runner-host running, the directory gone", async () => {
+  it.runIf(me === 0)("a child writing into the private directory while the harness exits leaves the runner-host running, the directory gone", async () => {
     const script = `const {spawn}=require("node:child_process");const c=spawn("setsid",["sh","-c","i=0; while :; do mkdir -p a/b; : > a/b/f$i; i=$((i+1)); done"],{stdio:"ignore"});c.unref();process.stdout.write(JSON.stringify({type:"ready",protocol:1,engine:"writer",max_line_bytes:1024})+"\\n");setInterval(()=>{},1000);`;
     const logs: Record<string, unknown>[] = [];
-    const hp = await HarnessProcess.start({ command: ["node", "-e", script], rootDir: rootDir(), identity: asOwnUser, log: (r) => logs.push(r) });
+    const hp = await HarnessProcess.start({ command: ["node", "-e", script], rootDir: rootDir(), identity: "own", log: (r) => logs.push(r) });
     await hp.kill();
-    if (me !== 0) {
-      spawnSync("pkill", ["-f", "while :; do mkdir -p a/b"]);
-      return;
-    }
     expect(existsSync(hp.workDir)).toBe(false);
     expect(logs.filter((l) => l.level === "error")).toEqual([]);
   });
