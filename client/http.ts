@@ -17,6 +17,10 @@ export type ClientOptions = {
 
 /** Ceiling on one `Retry-After` wait, ms: the service sends `1`; a larger value is not waited out. */
 const MAX_RETRY_AFTER_MS = 30_000;
+/**
+ * Retries of a request the service answered `429`: a capacity refusal clears within seconds, and
+ * three waits of its `Retry-After` (1 s) cover that without hiding a lasting overload.
+ */
 const DEFAULT_RETRIES = 3;
 
 /** An error answer of the service: `status`, `code` and `message` from its body, `requestId` from `X-Request-ID`. */

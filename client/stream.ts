@@ -48,6 +48,10 @@ export class StreamGaveUpError extends Error {
 function backoff(attempt: number): number {
   return attempt <= 1 ? 0 : Math.min(5_000, 100 * 2 ** (attempt - 2));
 }
+/**
+ * Consecutive failed connection attempts before `stream()` gives up: with `backoff` that is about
+ * 70 s of trying (0, 0.1, 0.2 … 3.2 s, then 5 s each), longer than a service restart takes.
+ */
 const DEFAULT_MAX_RECONNECTS = 20;
 /** A connection that drops sooner than this after opening delays the next one (back-off), ms. */
 const STEADY_MS = 1_000;

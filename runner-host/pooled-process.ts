@@ -122,7 +122,7 @@ export class PooledProcess {
     if (this.state === "gone") return;
     this.state = "stopping";
     this.sessions.clear();
-    await this.ready.catch(() => {});
+    await this.ready.catch(() => {}); // a start that failed was reported where it failed; stopping goes on
     const hp = this.hp;
     if (!hp) return;
     hp.endInput();

@@ -30,16 +30,11 @@ import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
 import { BatchSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
+import { EXPORT_INTERVAL_MS, EXPORT_TIMEOUT_MS, MS_BUCKETS } from "../src/shared/metric-catalog.ts";
 import type { Logger } from "./log.ts";
 
-/** Metric export interval, ms. Spec "Operational behaviour": "Metrics are exported every 15 seconds". */
-export const METRIC_INTERVAL_MS = 15_000;
-/** Bound on one OTLP export, retries included, ms: well inside the ~20 s exit budget. */
-const EXPORT_TIMEOUT_MS = 5_000;
 /** Bound on `flush`/`shutdown`, ms: a little over one export, so a failing export reports its error. */
 export const FLUSH_TIMEOUT_MS = EXPORT_TIMEOUT_MS + 1_000;
-/** Buckets of the millisecond histograms: a warm first delta (a few ms) up to the 5-minute tool timeout. */
-const MS_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 120_000, 300_000];
 
 export type ToolOutcome = "success" | "tool_error";
 
@@ -162,7 +157,7 @@ class OtlpTelemetry implements Telemetry {
     });
     const reader = new PeriodicExportingMetricReader({
       exporter: new OTLPMetricExporter({ ...exporterOptions, url: `${base}/v1/metrics` }),
-      exportIntervalMillis: METRIC_INTERVAL_MS,
+      exportIntervalMillis: EXPORT_INTERVAL_MS,
       exportTimeoutMillis: EXPORT_TIMEOUT_MS,
     });
     this.#metrics = new MeterProvider({ resource, readers: [reader] });

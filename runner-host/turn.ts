@@ -165,7 +165,7 @@ export class Turn {
   #interruptHarness(): void {
     if (this.#ending) return;
     const { hp } = this.#slot!;
-    hp.request({ op: "interrupt", session: this.#o.key }).catch(() => {});
+    hp.request({ op: "interrupt", session: this.#o.key }).catch(() => {}); // a process that cannot take it is ended by the watchdog below
     this.#watchdog ??= setTimeout(() => {
       this.#o.log("error", "harness did not end an interrupted turn; killing it", { pid: hp.pid });
       this.#override ??= { status: "interrupted", error: { code: "conflict", message: "the turn was interrupted" } };

@@ -107,7 +107,9 @@ function listDist(dir = HARNESS_DIST, prefix = ""): string[] {
   let entries: import("node:fs").Dirent[] = [];
   try {
     entries = readdirSync(dir, { withFileTypes: true });
-  } catch {}
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e; // not built yet: nothing listed
+  }
   return entries.flatMap((e) => (e.isDirectory() ? listDist(path.join(dir, e.name), `${prefix}${e.name}/`) : [`${prefix}${e.name}`]));
 }
 

@@ -28,7 +28,6 @@ export default defineConfig({
             // Test bindings: a host config with small limits for edge tests, and the secrets it names.
             miniflare: {
               bindings: {
-                SVC_TEST: "1",
                 HOST_CONFIG: JSON.stringify({
                   tokens: [
                     { token_env: "TOKEN_MANAGE", tenant: "acme", manage: true },
@@ -55,7 +54,6 @@ export default defineConfig({
           name: "worker",
           root,
           include: ["test/worker/**/*.test.ts"],
-          setupFiles: ["test/worker/setup.ts"],
           testTimeout: 20_000,
         },
       },

@@ -3,7 +3,7 @@
  * a runner-host in this process dialling it over loopback: the same code paths as production.
  */
 import { randomBytes } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
+import { readFileSync, writeFileSync, existsSync } from "node:fs";
 import path from "node:path";
 import { Miniflare, convertV4MiniflareOptions } from "miniflare";
 import { parseListen, type HostConfig } from "../../src/shared/config-schema.ts";

@@ -5,7 +5,7 @@
  * `SVC_RUNNER_REGION` in the environment overrides the file's `region` (one file, many VMs).
  */
 import { insecureSecretTarget } from "../socket.ts";
-import { MIN_SECRET_BYTES } from "../../src/shared/config-env.ts";
+import { nonEmptyProblem, secretProblem } from "../../src/shared/config-env.ts";
 import { parseConfigText, parseHostConfig, regionName } from "../../src/shared/config-schema.ts";
 import { parseRunnerConfig, runnerConfigFromHost, type RunnerConfig, type RunnerConfigResult } from "../../src/shared/runner-config-schema.ts";
 import { readTextFile } from "./config-file.ts";
@@ -43,18 +43,9 @@ function parseEither(value: unknown): RunnerConfigResult {
 
 /** The `-check` rules, for the variables a runner-host reads. Names only, never values. */
 export function checkRunnerEnvironment(c: RunnerConfig, env: Record<string, string | undefined>): string[] {
-  const problems: string[] = [];
-  const name = c.runners.token_env;
-  const secret = env[name];
-  if (secret === undefined) problems.push(`runners.token_env: environment variable ${name} is not set`);
-  else if (new TextEncoder().encode(secret).length < MIN_SECRET_BYTES) {
-    problems.push(`runners.token_env: environment variable ${name} must hold at least ${MIN_SECRET_BYTES} bytes`);
-  }
+  const problems = [secretProblem("runners.token_env", c.runners.token_env, env)];
   c.tools.forEach((t, i) => {
-    if (t.token_env === "") return;
-    const v = env[t.token_env];
-    if (v === undefined) problems.push(`tools[${i}].token_env: environment variable ${t.token_env} is not set`);
-    else if (v === "") problems.push(`tools[${i}].token_env: environment variable ${t.token_env} is empty`);
+    if (t.token_env !== "") problems.push(nonEmptyProblem(`tools[${i}].token_env`, t.token_env, env));
   });
-  return problems;
+  return problems.filter((p) => p !== null);
 }

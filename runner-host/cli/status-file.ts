@@ -67,10 +67,13 @@ export function startStatusFile(
 /** `svc runner -status`: healthy when connected, not draining, and written recently. */
 export function readStatus(dataDir: string): { healthy: boolean; status?: RunnerStatus; problem?: string } {
   let status: RunnerStatus;
+  const file = path.join(dataDir, FILE);
   try {
-    status = JSON.parse(readFileSync(path.join(dataDir, FILE), "utf8")) as RunnerStatus;
-  } catch {
-    return { healthy: false, problem: "no status file: the runner-host has not started" };
+    status = JSON.parse(readFileSync(file, "utf8")) as RunnerStatus;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return { healthy: false, problem: "no status file: the runner-host has not started" };
+    return { healthy: false, problem: `the status file ${file} cannot be read: ${code ?? (e as Error).message}` };
   }
   const age = Date.now() - Date.parse(status.updated_at);
   if (!(age < STATUS_FRESH_MS)) return { healthy: false, status, problem: `the status is ${Math.round(age / 1000)} s old` };

@@ -22,6 +22,7 @@ import { tmpdir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { issueSummary } from "../../src/shared/zod-issues.ts";
+import { redactValues } from "../error-text.ts";
 import { writeLogLine } from "../log.ts";
 import { harnessIdentity, lookPath, wrappedCommand, type Identity } from "./clean-spawn.ts";
 import { harnessUidRange, HarnessUsers } from "./harness-users.ts";
@@ -161,7 +162,8 @@ export class HarnessProcess {
       await Promise.all(subdirs.map((d) => mkdir(d, { mode: 0o700 })));
       if (identity) await Promise.all([dir, ...subdirs].map((d) => chown(d, identity.uid, identity.gid)));
     } catch (err) {
-      if (ownUser) await harnessUsers().release(identity!.uid);
+      // A release that fails keeps the id held (never reused); the start's own error is the one to report.
+      if (ownUser) await harnessUsers().release(identity!.uid).catch(() => {});
       throw err;
     }
     const hp = new HarnessProcess(options, dir, identity);
@@ -450,9 +452,7 @@ export class HarnessProcess {
   }
 
   #redact(text: string): string {
-    let out = text;
-    for (const s of this.#secrets) out = out.split(s).join("[redacted]");
-    return out;
+    return redactValues(text, this.#secrets);
   }
 }
 

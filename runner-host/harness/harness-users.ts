@@ -61,14 +61,14 @@ export class HarnessUsers {
     throw new Error(`every harness user id in ${this.first}-${this.last} is in use`);
   }
 
-  /** Ends whatever still runs as `uid`, removes what it left in shared temporary directories, then frees it. */
+  /**
+   * Ends whatever still runs as `uid`, removes what it left in shared temporary directories, then
+   * frees it. If that fails the id stays held, never handed to another process, and it throws.
+   */
   async release(uid: number): Promise<void> {
-    try {
-      await killEverythingOf(uid);
-      await removeLeftovers(uid);
-    } finally {
-      this.#held.delete(uid);
-    }
+    await killEverythingOf(uid);
+    await removeLeftovers(uid);
+    this.#held.delete(uid);
   }
 }
 
@@ -86,7 +86,10 @@ export function harnessUidRange(value: string | undefined): { first: number; las
  */
 export function harnessUserProblem(env: Record<string, string | undefined> = process.env): string | null {
   try {
-    if (harnessIdentity(env) === "own") new HarnessUsers(harnessUidRange(env.SVC_HARNESS_UIDS));
+    if (harnessIdentity(env) === "own") {
+      new HarnessUsers(harnessUidRange(env.SVC_HARNESS_UIDS));
+      pids();
+    }
     return null;
   } catch (e) {
     return (e as Error).message;
@@ -136,11 +139,16 @@ async function removeLeftovers(uid: number): Promise<void> {
   }
 }
 
+/**
+ * Every running process. Throws when /proc cannot be read: without it no id can be known free and
+ * nothing left running can be found, so a harness start fails saying so (and a runner-host that
+ * cannot read it refuses to start, `harnessUserProblem`) rather than sharing a user unseen.
+ */
 function pids(): number[] {
   try {
     return readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number);
-  } catch {
-    return [];
+  } catch (e) {
+    throw new Error(`harness users: cannot list running processes in /proc (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
   }
 }
 

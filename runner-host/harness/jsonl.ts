@@ -152,10 +152,3 @@ export function attachJsonlReader(
 export function serializeJsonLine(value: JsonObject): string {
   return `${JSON.stringify(value)}\n`;
 }
-
-/** A writer bound to a sink (a stream's `write`, or the harness's guarded stdout). */
-export function createJsonlWriter(write: (line: string) => unknown): (value: JsonObject) => void {
-  return (value) => {
-    write(serializeJsonLine(value));
-  };
-}

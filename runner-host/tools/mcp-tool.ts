@@ -173,7 +173,7 @@ async function close(client: Client, transport: StreamableHTTPClientTransport): 
     // Best effort: the session also ends when the server drops it.
   } finally {
     clearTimeout(grace);
-    await client.close().catch(() => {});
+    await client.close().catch(() => {}); // closing a transport that already failed: nothing left to do
   }
 }
 

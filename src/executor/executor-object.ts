@@ -28,6 +28,7 @@ import {
 import type { ToolResult } from "../shared/result-schema.ts";
 import { asResult, asResultAsync, conflict, ERROR_STATUS, ServiceError, unauthorized, type Result } from "../shared/errors.ts";
 import { BODY_OVERHEAD_BYTES, parseBody } from "../http/body.ts";
+import { publicError, toServiceError } from "../http/errors.ts";
 import { callIdOf, parseReply } from "./replies.ts";
 import { sameDigest } from "../shared/digest.ts";
 import { byteLength, newId } from "../shared/ids.ts";
@@ -175,10 +176,10 @@ export class ExecutorObject extends DurableObject<Env> {
       callId = reply.call_id;
       await this.#accept(reply);
     } catch (e) {
-      const err = e instanceof ServiceError ? e : new ServiceError("service_error", "internal server error");
-      if (!(e instanceof ServiceError)) log("error", "executor reply failed", { error: String(e) });
+      const err = toServiceError(e);
+      if (err.status >= 500) log("error", "executor reply failed", { error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) });
       if (callId === undefined) callId = callIdOf(text);
-      const body: RpcError = { error: { code: err.code, message: err.message } };
+      const body: RpcError = { error: publicError(err) };
       if (callId !== undefined) body.call_id = callId;
       ws.send(JSON.stringify(body));
     }
@@ -234,9 +235,7 @@ export class ExecutorObject extends DurableObject<Env> {
       }
       return;
     }
-    // `answering` refuses a duplicate while the result is on its way; the stored result lets the
-    // sweep finish the delivery should the object restart meanwhile.
-    this.ctx.storage.sql.exec("UPDATE pending SET state = 'answering', result = ? WHERE call_id = ?", JSON.stringify(reply.result), reply.call_id);
+    this.#state.answering(reply.call_id, reply.result);
     let taken: boolean;
     try {
       taken = (await session.runtimeReply(reply.call_id, reply.result)).ok;

@@ -133,6 +133,14 @@ export class ExecutorState {
     this.#s.sql.exec("UPDATE pending SET state = ? WHERE call_id = ?", state, callId);
   }
 
+  /**
+   * The call's result is on its way to the session: `answering` refuses a duplicate meanwhile, and
+   * the stored result lets the sweep finish the delivery should the object restart.
+   */
+  answering(callId: string, result: ToolResult): void {
+    this.#s.sql.exec("UPDATE pending SET state = 'answering', result = ? WHERE call_id = ?", JSON.stringify(result), callId);
+  }
+
   remove(callId: string): void {
     this.#s.sql.exec("DELETE FROM pending WHERE call_id = ?", callId);
   }

@@ -13,14 +13,20 @@ export function errorResponse(err: unknown, requestId: string, route: string): R
       error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
     });
   }
-  // A typed 5xx (storage unreadable, a stored manifest that names another session) says what broke
-  // to the log, not to the tenant: its message may name storage paths or hosts.
-  const message = e.status >= 500 ? "internal server error" : e.message;
-  const body = { error: { code: e.code, message }, request_id: requestId };
+  const body = { error: publicError(e), request_id: requestId };
   return new Response(JSON.stringify(body), {
     status: e.status,
     headers: { "Content-Type": "application/json", ...e.headers },
   });
+}
+
+/**
+ * What a client is told of an error. A typed 5xx (storage unreadable, a stored manifest that names
+ * another session) says what broke to the log, not to the tenant: its message may name storage
+ * paths or hosts.
+ */
+export function publicError(e: ServiceError): { code: ServiceError["code"]; message: string } {
+  return { code: e.code, message: e.status >= 500 ? "internal server error" : e.message };
 }
 
 export function toServiceError(err: unknown): ServiceError {

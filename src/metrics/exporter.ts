@@ -11,13 +11,10 @@
  */
 import { log } from "../log.ts";
 import { newId } from "../shared/ids.ts";
+import { EXPORT_INTERVAL_MS, EXPORT_TIMEOUT_MS } from "../shared/metric-catalog.ts";
 import { exportRequest } from "./otlp.ts";
 import { registry } from "./registry.ts";
 
-/** Spec "Operational behaviour": metrics are exported every 15 seconds. */
-export const EXPORT_INTERVAL_MS = 15_000;
-/** Bound on one export request, ms: a slow collector must not hold the isolate for long. */
-const EXPORT_TIMEOUT_MS = 5_000;
 
 export type ExportEnv = Record<string, unknown>;
 /** What keeps the timer's work alive: `ctx.waitUntil` of the request or object. */

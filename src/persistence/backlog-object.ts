@@ -27,7 +27,10 @@ import { scheduleExport } from "../metrics/exporter.ts";
 import { metrics } from "../metrics/registry.ts";
 
 export const BACKLOG_NAME = "sync-backlog";
-/** Sessions the startup scan wakes at once. */
+/**
+ * Sessions the startup scan wakes at once: each wake is a storage round trip, so a few in flight
+ * hide the latency, and few enough that a large backlog does not crowd out requests at start.
+ */
 const SCAN_CONCURRENCY = 8;
 /**
  * How long a readiness probe waits for a scan in progress, ms: a queue of a few sessions is

@@ -53,7 +53,7 @@ async function withClient<T>(conn: string, fn: (q: (text: string, values?: unkno
     }
     return await fn(q);
   } finally {
-    await client.end().catch(() => undefined);
+    await client.end().catch(() => undefined); // the query's own outcome is what the caller needs
   }
 }
 

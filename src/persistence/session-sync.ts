@@ -185,6 +185,7 @@ export class SessionSync {
         return message;
       }
     });
+    // Only the next round waits on this one; its caller gets the outcome (and any error) from `run`.
     this.#running = run.catch(() => undefined);
     return run;
   }
@@ -271,6 +272,7 @@ export class SessionSync {
         release();
       });
     });
+    // As above: the ordering chain ignores the outcome; `await run` below throws it to the caller.
     this.#running = run.catch(() => undefined);
     await run;
     await this.changed();

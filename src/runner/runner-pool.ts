@@ -5,6 +5,11 @@
  * the pool keeps no memory state and can hibernate between messages. Placement and waiting
  * sessions are in SQLite. When the last runner-host serving a harness leaves, the sessions waiting
  * for that harness are handed back to their objects, which place them in another region.
+ *
+ * Storage layout (migrations/runner_pool): `assignments`, the runner-host and boot each session was
+ * last placed on (a runner-host back with a new boot lost its sessions, which are told); `waiting`,
+ * sessions with work and no room yet, oldest first; `boots`, the last boot seen per runner id.
+ * Lifecycle: a row of `waiting` goes when the session is placed, withdraws or is handed back.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
@@ -137,11 +142,6 @@ export class RunnerPool extends DurableObject<Env> {
     };
   }
 
-  /** False only when runner-hosts serve this harness and every one is full with nothing idle. */
-  canPlace(harness: string): boolean {
-    return this.room(harness) !== "full";
-  }
-
   room(harness: string): Room {
     const c = this.#hosts().filter((h) => !h.host.draining && h.host.harnesses.includes(harness));
     if (c.length === 0) return "none";
@@ -169,8 +169,7 @@ export class RunnerPool extends DurableObject<Env> {
 
   /**
    * The session no longer wants the placement it waits for (it was closed): no runner-host is given
-   * it later. Before this, closed sessions were attached once room came and held `limits.loaded`
-   * slots until their links found the lease gone (new messages got `429` meanwhile).
+   * it later, so a closed session never takes a `limits.loaded` slot when room comes.
    */
   withdraw(session: string, lease: number): void {
     this.ctx.storage.sql.exec("DELETE FROM waiting WHERE session = ? AND lease <= ?", session, lease);
@@ -276,7 +275,7 @@ export class RunnerPool extends DurableObject<Env> {
   }
 }
 
-/** Nothing from it and no ping answered for SILENT_AFTER_MS (`seen` came with this build: a socket from before counts from its first ping). */
+/** Nothing from it and no ping answered for SILENT_AFTER_MS (a socket whose state has no `seen` counts from its first ping answered). */
 function silent(ctx: DurableObjectState, ws: WebSocket, host: Host): boolean {
   const last = Math.max(ctx.getWebSocketAutoResponseTimestamp(ws)?.getTime() ?? 0, host.seen ?? 0);
   return last > 0 && Date.now() - last > SILENT_AFTER_MS;

@@ -1,9 +1,15 @@
 /**
  * SessionObject: the single owner of one session (status, queue, event log, subscribers, runner
- * link). Thin: RPC methods return Results and delegate to SessionState / Turns; after each
- * committed change the object publishes the new events to live subscribers (before any await, so
- * publication order is commit order), drives the runner link, and pushes its summary to the
- * TenantObject.
+ * link). Thin: its request and response methods return Results (the notifications other objects
+ * send it — `syncKick`, `runnerGone`, `shutdownWaiting` — return nothing) and delegate to
+ * SessionState / Turns; after each committed change the object publishes the new events to live
+ * subscribers (before any await, so publication order is commit order), drives the runner link,
+ * and pushes its summary to the TenantObject.
+ *
+ * Storage layout: the SQLite tables of migrations/session (SessionState's: metadata, queue, event
+ * log, turns, bindings, sync state), plus one key-value entry, `home_region`, written at creation.
+ * Lifecycle: memory holds only live subscribers, the runner link and caches, so everything else
+ * survives eviction; a closed session keeps its state, readable, for good.
  *
  * Object name: `<session id>:<tenant>`, so another tenant's id maps to a different, empty object
  * and looks unknown (404).
@@ -271,11 +277,6 @@ export class SessionObject extends DurableObject<Env> {
     });
     this.#publish(events);
     await this.#afterChange();
-  }
-
-  /** RunnerPool: a runner-host can take this session now (it was waiting for one). */
-  async placementAvailable(): Promise<void> {
-    await this.#schedule();
   }
 
   /** SSE relays (`/subscribe`) and runner-host links (`/link`) connect here. */

@@ -18,20 +18,32 @@ type Env = Record<string, string | undefined>;
 
 const encoder = new TextEncoder();
 
+/** What is wrong with the secret in variable `name` (unset, or under MIN_SECRET_BYTES), or null. */
+export function secretProblem(field: string, name: string, env: Env): string | null {
+  const value = env[name];
+  if (value === undefined) return `${field}: environment variable ${name} is not set`;
+  if (encoder.encode(value).length < MIN_SECRET_BYTES) return `${field}: environment variable ${name} must hold at least ${MIN_SECRET_BYTES} bytes`;
+  return null;
+}
+
+/** What is wrong with variable `name` that must hold something (unset, or empty), or null. */
+export function nonEmptyProblem(field: string, name: string, env: Env): string | null {
+  const value = env[name];
+  if (value === undefined) return `${field}: environment variable ${name} is not set`;
+  if (value === "") return `${field}: environment variable ${name} is empty`;
+  return null;
+}
+
 export function checkEnvironment(config: HostConfig, env: Env): string[] {
   const problems: string[] = [];
   const secret = (field: string, name: string): string | undefined => {
-    const value = env[name];
-    if (value === undefined) problems.push(`${field}: environment variable ${name} is not set`);
-    else if (encoder.encode(value).length < MIN_SECRET_BYTES) {
-      problems.push(`${field}: environment variable ${name} must hold at least ${MIN_SECRET_BYTES} bytes`);
-    } else return value;
-    return undefined;
+    const problem = secretProblem(field, name, env);
+    if (problem) problems.push(problem);
+    return problem ? undefined : env[name];
   };
   const nonEmpty = (field: string, name: string) => {
-    const value = env[name];
-    if (value === undefined) problems.push(`${field}: environment variable ${name} is not set`);
-    else if (value === "") problems.push(`${field}: environment variable ${name} is empty`);
+    const problem = nonEmptyProblem(field, name, env);
+    if (problem) problems.push(problem);
   };
 
   // Two grants with one secret would make the second unreachable (or hand out the wrong tenant).

@@ -36,5 +36,13 @@ export type MetricName = keyof typeof METRICS;
 export type MetricsOf<K extends MetricKind> = { [N in MetricName]: (typeof METRICS)[N]["kind"] extends K ? N : never }[MetricName];
 export type LabelsOf<N extends MetricName> = { [L in (typeof METRICS)[N]["labels"][number]]: string };
 
+/** Metric export interval, ms: spec "Operational behaviour", "Metrics are exported every 15 seconds". */
+export const EXPORT_INTERVAL_MS = 15_000;
+/**
+ * Bound on one OTLP export, ms: a slow collector must not hold an isolate for long, and the
+ * runner-host's last export fits well inside its ~20 s exit budget.
+ */
+export const EXPORT_TIMEOUT_MS = 5_000;
+
 /** Bucket bounds of the millisecond histograms: a few ms up to the 5-minute default tool timeout. */
 export const MS_BUCKETS = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 120_000, 300_000];

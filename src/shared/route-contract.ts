@@ -60,6 +60,5 @@ export const ERROR_MEANING: Record<number, { description: string; headers?: Resp
 };
 
 /** Error statuses shared by groups of routes. */
-export const AUTHED = [401, 500];
 export const ON_SESSION = [401, 403, 404, 500];
 export const WITH_BODY = [400, 413];

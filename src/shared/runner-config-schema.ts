@@ -15,7 +15,6 @@ import {
   DEFAULT_REGION,
   HarnessesSchema,
   LimitsSchema,
-  parseConfigText,
   regionName,
   type HostConfig,
 } from "./config-schema.ts";
@@ -60,13 +59,3 @@ export function parseRunnerConfig(value: unknown): RunnerConfigResult {
   return r.success ? { ok: true, config: r.data, from: "runner" } : { ok: false, problems: issueLines(r.error.issues) };
 }
 
-export function parseRunnerConfigText(text: string): RunnerConfigResult {
-  return parseConfigText(text, parseRunnerConfig);
-}
-
-/** Every environment variable a runner-host reads: the runner secret and tool bearer tokens. */
-export function runnerVariables(c: RunnerConfig): string[] {
-  const names = new Set<string>([c.runners.token_env]);
-  for (const t of c.tools) if (t.token_env) names.add(t.token_env);
-  return [...names];
-}

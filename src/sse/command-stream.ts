@@ -10,7 +10,7 @@
  * stops (a slot never given back stays counted until its holding lapses, ~60 s into the next start).
  */
 import { KEEPALIVE } from "./frame.ts";
-import { KEEPALIVE_MS, SSE_HEADERS, WRITE_DEADLINE_MS } from "./stream-rules.ts";
+import { KEEPALIVE_MS, SSE_HEADERS, STREAM_CHECK_MS, WRITE_DEADLINE_MS } from "./stream-rules.ts";
 import { acceptObjectSocket, type ObjectStub } from "./object-socket.ts";
 import type { EndableStream } from "../streams/open-streams.ts";
 
@@ -78,7 +78,7 @@ export async function openCommandStream(
     const now = Date.now();
     if (pending.length > 0 && now - pending[0]! >= WRITE_DEADLINE_MS) return finish(false);
     if (pending.length === 0 && now - lastWrite >= KEEPALIVE_MS) write(KEEPALIVE);
-  }, 1_000);
+  }, STREAM_CHECK_MS);
 
   hooks.track?.({
     end: () => finish(true),

@@ -16,7 +16,7 @@ import type { Event } from "../shared/api-schema.ts";
 import { concatBytes } from "../shared/bytes.ts";
 import type { EndableStream } from "../streams/open-streams.ts";
 import { encodeEvent, KEEPALIVE } from "./frame.ts";
-import { KEEPALIVE_MS, SSE_HEADERS, WRITE_DEADLINE_MS } from "./stream-rules.ts";
+import { KEEPALIVE_MS, SSE_HEADERS, STREAM_CHECK_MS, WRITE_DEADLINE_MS } from "./stream-rules.ts";
 import { acceptObjectSocket, type ObjectStub } from "./object-socket.ts";
 /** Replay batches buffered ahead of the client: two keeps the log read and the client busy at once. */
 const REPLAY_AHEAD = 2;
@@ -119,7 +119,7 @@ export async function openSessionStream(
     if (done) return;
     stop();
     queue.length = 0;
-    writer.abort(new Error("subscriber disconnected")).catch(() => {});
+    writer.abort(new Error("subscriber disconnected")).catch(() => {}); // the client is gone: no one to tell
   };
 
   /** Shutdown: the object ends the stream after what it already sent (its `end` comes last). */
@@ -138,7 +138,7 @@ export async function openSessionStream(
     if (!item) {
       if (draining) {
         stop();
-        writer.close().catch(() => {});
+        writer.close().catch(() => {}); // a client gone meanwhile: the stream ends either way
       }
       return;
     }
@@ -228,7 +228,7 @@ export async function openSessionStream(
     if (writing && now - writing.at >= WRITE_DEADLINE_MS) return cut();
     if (overBudget()) return cut();
     if (!writing && queue.length === 0 && !draining && now - lastWrite >= KEEPALIVE_MS) enqueue({ at: now, cost: 0, live: false, bytes: KEEPALIVE });
-  }, 1_000);
+  }, STREAM_CHECK_MS);
 
   ws.send(MORE);
   hooks.track?.({ end: requestEnd, cut, ended });

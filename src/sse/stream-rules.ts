@@ -7,6 +7,11 @@
 export const KEEPALIVE_MS = 15_000;
 /** A frame the client has not taken 15 s after its write began ends the stream, ms. */
 export const WRITE_DEADLINE_MS = 15_000;
+/**
+ * How often a stream looks at its keepalive and write deadline, ms: either is then met within a
+ * second of its 15 s, a drift no client notices, for one timer wake-up a second per stream.
+ */
+export const STREAM_CHECK_MS = 1_000;
 
 /** Never cached, and never buffered by a proxy on the way (frames must reach the client as written). */
 export const SSE_HEADERS = { "Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no" } as const;

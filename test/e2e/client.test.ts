@@ -9,7 +9,7 @@ import { ApiError, SvcClient, type SessionEvent } from "../../client/index.ts";
 import { checkedFetch } from "../helpers/api.ts";
 import { startProxy, type Proxy } from "../helpers/proxy.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack, oneTenantConfig } from "../helpers/stack.ts";
+import { secret, startStack, type Stack, oneTenantConfig } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("client-manage"), OPENAI_KEY: "sk-client-test" };
 let provider: ScriptedProvider;

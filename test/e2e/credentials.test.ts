@@ -14,7 +14,7 @@ import { call } from "../helpers/api.ts";
 import { registerExecutor, sseExecutor, type CallCommand } from "../helpers/executors.ts";
 import { startEverything, type Everything } from "../helpers/mcp-everything.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
+import { secret, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 /** Distinct plaintexts, each findable by a scan of everything the service wrote. */
 const PLAIN = {

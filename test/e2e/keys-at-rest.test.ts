@@ -10,7 +10,7 @@ import { startScriptedProvider, type ScriptedProvider } from "../../examples/scr
 import { newId } from "../../src/shared/ids.ts";
 import { call } from "../helpers/api.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
+import { secret, startStack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 const KEY = `sk-at-rest-${newId()}`;
 const env = { MANAGE: secret("keys-manage"), OPENAI_KEY: KEY };

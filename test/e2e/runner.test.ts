@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { REFERENCE_HARNESSES, ROOT, secret, sessionProcessPids, startStack, type Stack, oneTenantConfig } from "../helpers/stack.ts";
+import { REFERENCE_HARNESSES, secret, sessionProcessPids, startStack, type Stack, oneTenantConfig } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("runner-manage"), OPENAI_KEY: "sk-rotation-old" };
 let provider: ScriptedProvider;

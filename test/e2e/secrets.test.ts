@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call, type Reply } from "../helpers/api.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
+import { startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 const planted = (label: string) => `${label}-${randomBytes(12).toString("hex")}`;
 const SECRETS = {

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call } from "../helpers/api.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, type Stack, startScriptedStack, type ScriptedStack } from "../helpers/stack.ts";
+import { secret, type Stack, startScriptedStack, type ScriptedStack } from "../helpers/stack.ts";
 
 const env = { A: secret("limits-a"), B: secret("limits-b"), OPENAI_KEY: "sk-limits" };
 let rig: ScriptedStack;

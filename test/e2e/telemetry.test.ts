@@ -16,7 +16,7 @@ import { METRICS, type MetricName } from "../../src/shared/metric-catalog.ts";
 import { call, checkedFetch } from "../helpers/api.ts";
 import { S3_KEY, startS3, type S3Peer } from "../helpers/s3.ts";
 import { openSse } from "../helpers/sse.ts";
-import { ROOT, secret, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
+import { secret, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 type Attrs = Record<string, unknown>;
 type Point = { attributes: Attrs; asInt?: number | string; asDouble?: number; count?: number | string };

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call } from "../helpers/api.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, sessionProcessPids, type Stack, startScriptedStack, type ScriptedStack } from "../helpers/stack.ts";
+import { secret, sessionProcessPids, type Stack, startScriptedStack, type ScriptedStack } from "../helpers/stack.ts";
 
 const env = { TENANT_A: secret("tenant-a"), TENANT_B: secret("tenant-b"), OPENAI_KEY: "sk-isolation-key" };
 let rig: ScriptedStack;

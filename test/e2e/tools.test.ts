@@ -10,7 +10,7 @@ import { startScriptedProvider, type ScriptedProvider } from "../../examples/scr
 import { call } from "../helpers/api.ts";
 import { freePort, startEverything, type Everything } from "../helpers/mcp-everything.ts";
 import { openSse, type SseStream } from "../helpers/sse.ts";
-import { ROOT, secret, sessionProcessPids, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
+import { secret, sessionProcessPids, startStack, type Stack, REFERENCE_HARNESSES, scriptedProviders } from "../helpers/stack.ts";
 
 const env = { MANAGE: secret("tools-manage"), OTHER: secret("tools-other"), OPENAI_KEY: "sk-tools", TOOL_TOKEN: "tool-bearer-123" };
 const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";

@@ -238,7 +238,7 @@ describe("turns", () => {
 describe("harness environment", () => {
   it("a harness gets a stripped environment: no host variables, no keys, a private home and working directory", async () => {
     const s = await session({}, "env");
-    const m = await say(s, "env please");
+    await say(s, "env please");
     await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status !== "running");
     expect(s.sse.frames.find((f) => f.event === "session.error")?.json.data).toBeUndefined();
     const reported = JSON.parse(s.sse.frames.find((f) => f.event === "assistant.message")!.json.data.text);

@@ -60,20 +60,33 @@ describe("reference harness idle collection", () => {
     const flags = REFERENCE_HARNESS_COMMAND.slice(1, -1);
     expect(flags).toContain("--expose-gc");
     const module = fileURLToPath(new URL("../../runner-host/reference-harness/idle-gc.ts", import.meta.url));
+    // Counts the minor collections from the collector's call on; a sentinel collection made after
+    // it has run (a later setImmediate) ends the count: entries arrive in order, so every earlier
+    // one has been seen when the sentinel's is.
     const script = (busy: boolean) => `
-      const { PerformanceObserver, constants } = await import("node:perf_hooks");
+      const { PerformanceObserver, constants, performance } = await import("node:perf_hooks");
       const { idleCollector } = await import(${JSON.stringify(module)});
-      let minor = 0;
-      const obs = new PerformanceObserver((l) => { for (const e of l.getEntries()) if (e.detail.kind === constants.NODE_PERFORMANCE_GC_MINOR) minor++; });
+      let from = Infinity, sentinel = Infinity, minor = 0;
+      const obs = new PerformanceObserver((l) => {
+        for (const e of l.getEntries()) {
+          if (e.detail.kind !== constants.NODE_PERFORMANCE_GC_MINOR) continue;
+          if (e.startTime >= sentinel) { obs.disconnect(); clearInterval(alive); process.stdout.write(String(minor)); return; }
+          if (e.startTime >= from) minor++;
+        }
+      });
       obs.observe({ entryTypes: ["gc"] });
+      const alive = setInterval(() => {}, 60_000); // the entries are delivered later: the process waits for them
       gc({ type: "minor" }); // start from an empty young generation; counted from here on
-      await new Promise((r) => setTimeout(r, 20));
-      minor = 0;
+      from = performance.now();
       idleCollector(() => ${busy})();
-      setTimeout(() => { obs.disconnect(); process.stdout.write(String(minor)); }, 50);
+      setImmediate(() => setImmediate(() => { sentinel = performance.now(); gc({ type: "minor" }); }));
     `;
-    const run = (busy: boolean) => Number(execFileSync(process.execPath, [...flags, "--input-type=module", "-e", script(busy)], { encoding: "utf8" }));
-    expect(run(false)).toBeGreaterThanOrEqual(1);
+    const run = (busy: boolean) => {
+      const out = execFileSync(process.execPath, [...flags, "--input-type=module", "-e", script(busy)], { encoding: "utf8", timeout: 10_000 });
+      expect(out).toMatch(/^\d+$/);
+      return Number(out);
+    };
+    expect(run(false)).toBe(1);
     expect(run(true)).toBe(0); // a turn still running: left to V8
   });
 });

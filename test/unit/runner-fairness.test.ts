@@ -4,7 +4,6 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { tenantReserve } from "../../runner-host/harness-pool.ts";
-import type { FakeSession } from "./runner-fake-service.ts";
 import { opened, Rig, turnEnd } from "./runner-setup.ts";
 
 let rig: Rig | undefined;

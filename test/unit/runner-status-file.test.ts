@@ -64,6 +64,17 @@ describe("runner-host status file", () => {
     }
   });
 
+  it("says the runner-host has not started only when there is no status file; a torn one is named as such", () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "svc-status-"));
+    try {
+      expect(readStatus(dir)).toEqual({ healthy: false, problem: "no status file: the runner-host has not started" });
+      writeFileSync(path.join(dir, "status.json"), '{"pid": 1, "runner_');
+      expect(readStatus(dir)).toMatchObject({ healthy: false, problem: expect.stringMatching(/^the status file .*status\.json cannot be read: /) });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a data_dir that cannot be written stops the start", () => {
     const dir = path.join(tmpdir(), `svc-status-missing-${process.pid}`, "nested");
     expect(() => startStatusFile(dir, status, () => {})).toThrow(/ENOENT/);

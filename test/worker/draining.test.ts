@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { FLEET_CACHE_MS } from "../../src/runner/fleet.ts";
-import { api, connectRunner, createBody, env } from "./helpers.ts";
+import { api, connectRunner, createBody } from "./helpers.ts";
 
 const capacity = { loaded: 0, loaded_limit: 16, idle: 0 };
 
