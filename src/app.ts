@@ -1,11 +1,11 @@
 /** The Hono app: middleware order, route mounts, and the single error exit. */
 import { Hono } from "hono";
-import { notFound } from "./shared/errors.ts";
 import type { AppEnv } from "./http/context.ts";
 import { discardUnreadBody } from "./http/body.ts";
 import { errorResponse } from "./http/errors.ts";
 import { httpMetrics } from "./http/metrics.ts";
 import { requestContext, withStandardHeaders } from "./http/middleware.ts";
+import { noSuchRoute, refuseHeadOnStreams } from "./http/route-methods.ts";
 import { newId } from "./shared/ids.ts";
 import { catalog } from "./routes/catalog.ts";
 import { executors } from "./routes/executors.ts";
@@ -19,6 +19,7 @@ export const app = new Hono<AppEnv>();
 app.use("*", httpMetrics);
 app.use("*", requestContext);
 app.use("*", discardUnreadBody);
+app.use("*", refuseHeadOnStreams);
 app.route("/health", health);
 app.route("/", openapi);
 app.route("/sessions", sessions);
@@ -26,8 +27,8 @@ app.route("/catalog", catalog);
 app.route("/executors", executors);
 app.route("/internal", internal);
 
-app.notFound(() => {
-  throw notFound("no such route");
+app.notFound((c) => {
+  throw noSuchRoute(c.req.method, c.req.path);
 });
 
 app.onError((err, c) => {

@@ -9,6 +9,7 @@ import { concatBytes } from "../shared/bytes.ts";
 import { invalid, ServiceError, tooLarge } from "../shared/errors.ts";
 import { issueSummary } from "../shared/zod-issues.ts";
 import { unkeptValues } from "../shared/json-values.ts";
+import { duplicateMember, nestingExceeds } from "./json-text.ts";
 
 /** Spec "Limits": the body cap is `limits.input_bytes` plus this many bytes of envelope. */
 export const BODY_OVERHEAD_BYTES = 16 * 1024;
@@ -26,6 +27,31 @@ export const MAX_JSON_DEPTH = 64;
  * mistake; a larger body gets the answer at once and the connection closes.
  */
 export const DISCARD_MAX_BYTES = 4 * 1024 * 1024;
+/**
+ * Longest a body may go without a byte, ms: the runtime bounds a request's headers (15 s) but not
+ * its body, so a client that stops mid-body (a lying `Content-Length`, a chunked body never ended)
+ * would hold the request, and its answer, forever. The same 15 s as for headers.
+ */
+export const BODY_STALL_MS = 15_000;
+
+/** Thrown by `readChunk` when the body stalled; the reader is cancelled by then. */
+class BodyStalled extends Error {}
+
+/** The next chunk, or `BodyStalled` when none came within BODY_STALL_MS. */
+async function readChunk(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<ReadableStreamReadResult<Uint8Array>> {
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  const stalled = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new BodyStalled()), BODY_STALL_MS);
+  });
+  try {
+    return await Promise.race([reader.read(), stalled]);
+  } catch (e) {
+    if (e instanceof BodyStalled) await reader.cancel().catch(() => {}); // cancelling is all there is left to do
+    throw e;
+  } finally {
+    if (timer !== null) clearTimeout(timer);
+  }
+}
 
 /**
  * The body as text, at most `cap` bytes: a declared `Content-Length` over the cap is refused before
@@ -38,6 +64,12 @@ export async function readBody(c: Context, cap: number): Promise<string> {
   if (!req.body) return "";
   const reader = req.body.getReader();
   const declared = declaredLength(req);
+  // A compressed body would be parsed as its compressed bytes: refused by name instead.
+  const coding = encodingOf(req);
+  if (coding !== null) {
+    await discard(reader, 0, declared);
+    throw invalid(`${coding}: the service takes request bodies uncompressed (identity) only`);
+  }
   if (declared !== undefined && declared > cap) {
     await discard(reader, 0, declared);
     throw tooLarge(cap);
@@ -46,7 +78,7 @@ export async function readBody(c: Context, cap: number): Promise<string> {
   let size = 0;
   try {
     for (;;) {
-      const { done, value } = await reader.read();
+      const { done, value } = await readChunk(reader);
       if (done) break;
       size += value.byteLength;
       if (size > cap) {
@@ -57,6 +89,7 @@ export async function readBody(c: Context, cap: number): Promise<string> {
     }
   } catch (e) {
     if (e instanceof ServiceError) throw e;
+    if (e instanceof BodyStalled) throw invalid(`request body stalled: no bytes for ${BODY_STALL_MS / 1000} s`);
     // The client stopped sending before the body was complete (a Content-Length longer than the
     // bytes sent, a dropped chunked body): its fault, not ours.
     throw invalid("request body ended before it was complete");
@@ -91,14 +124,26 @@ async function discard(reader: ReadableStreamDefaultReader<Uint8Array>, seen: nu
   try {
     let size = seen;
     while (size <= DISCARD_MAX_BYTES && (declared === undefined || declared <= DISCARD_MAX_BYTES)) {
-      const { done, value } = await reader.read();
+      const { done, value } = await readChunk(reader);
       if (done) return;
       size += value.byteLength;
     }
     await reader.cancel();
   } catch {
-    // The client stopped sending: nothing is left to drop.
+    // The client stopped sending, or stalled (the reader is cancelled): nothing is left to drop.
   }
+}
+
+/**
+ * A `Content-Encoding` other than `identity`, or a `Transfer-Encoding` besides `chunked`, as the
+ * header it came in (`Content-Encoding: gzip`); null when the body is plain.
+ */
+function encodingOf(req: Request): string | null {
+  const ce = req.headers.get("content-encoding");
+  if (ce !== null && ce.split(",").some((t) => !["", "identity"].includes(t.trim().toLowerCase()))) return `Content-Encoding: ${ce.slice(0, 64)}`;
+  const te = req.headers.get("transfer-encoding");
+  if (te !== null && te.split(",").some((t) => !["", "chunked"].includes(t.trim().toLowerCase()))) return `Transfer-Encoding: ${te.slice(0, 64)}`;
+  return null;
 }
 
 /** The declared `Content-Length` (the runtime holds the body to it), absent for chunked bodies. */
@@ -128,28 +173,9 @@ export function parseBody<S extends z.ZodType>(text: string, schema: S, emptyAs?
   // Anywhere in the body, free-form members (`bindings[].parameters`) included.
   const [unkept] = unkeptValues(value);
   if (unkept) throw invalid(unkept);
+  const duplicate = text.trim() === "" ? null : duplicateMember(text);
+  if (duplicate) throw invalid(`${duplicate}: the member is given more than once`);
   const r = schema.safeParse(value);
   if (!r.success) throw invalid(issueSummary(r.error.issues));
   return r.data;
 }
-
-/**
- * Whether the JSON text opens more than `limit` arrays or objects inside each other. Brackets inside
- * strings do not count; the text need not be valid JSON (the parser judges that afterwards).
- */
-export function nestingExceeds(text: string, limit: number): boolean {
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const ch = text.charCodeAt(i);
-    if (inString) {
-      if (ch === 0x5c) i++; // backslash: skip the escaped character
-      else if (ch === 0x22) inString = false;
-    } else if (ch === 0x22) inString = true;
-    else if (ch === 0x7b || ch === 0x5b) {
-      if (++depth > limit) return true;
-    } else if (ch === 0x7d || ch === 0x5d) depth--;
-  }
-  return false;
-}
-

@@ -1,4 +1,5 @@
 /** Path and query parameters shared by the routes. */
+import type { Context } from "hono";
 import { invalid, notFound } from "../shared/errors.ts";
 import { isId } from "../shared/ids.ts";
 
@@ -18,4 +19,14 @@ export function pageLimit(raw: string | undefined): number {
   const n = Number(raw);
   if (n < 1 || n > MAX_PAGE) throw invalid("limit: must be an integer from 1 to 1000");
   return n;
+}
+
+/**
+ * A query parameter a route reads, or undefined when absent. Given twice it is `400`: which one
+ * would count is not something a client should have to guess (`limit=1&limit=2000`).
+ */
+export function queryParam(c: Context, name: string): string | undefined {
+  const all = c.req.queries(name);
+  if (all && all.length > 1) throw invalid(`${name}: given more than once`);
+  return all?.[0];
 }

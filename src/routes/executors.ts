@@ -62,16 +62,30 @@ executors.post("/", requireToken, async (c) => {
   return c.json({ id, token }, 201);
 });
 
+/**
+ * The body of a request to an executor. The object checks the id and token before it parses the
+ * body; a body the Worker refuses itself (over the cap, cut short) waits for that check, so an
+ * unknown executor is still `404` and a wrong token `401` (docs/api.md "Executor authentication").
+ */
+async function executorBody(c: AppContext, stub: ReturnType<typeof executorStub>, digest: string): Promise<string> {
+  try {
+    return await readBody(c, bodyCap(c));
+  } catch (e) {
+    unwrap(await stub.tenantFor(digest));
+    throw e;
+  }
+}
+
 executors.post("/:id/close", async (c) => {
   const stub = executorStub(c);
-  const text = await readBody(c, bodyCap(c));
-  return c.json(unwrap(await stub.close(await tokenDigest(bearerToken(c.req.header("Authorization"))), text)));
+  const digest = await tokenDigest(bearerToken(c.req.header("Authorization")));
+  return c.json(unwrap(await stub.close(digest, await executorBody(c, stub, digest))));
 });
 
 executors.post("/:id/responses", async (c) => {
   const stub = executorStub(c);
-  const text = await readBody(c, bodyCap(c));
-  return c.json(unwrap(await stub.reply(await tokenDigest(bearerToken(c.req.header("Authorization"))), text)));
+  const digest = await tokenDigest(bearerToken(c.req.header("Authorization")));
+  return c.json(unwrap(await stub.reply(digest, await executorBody(c, stub, digest))));
 });
 
 executors.get("/:id/commands", async (c) => {

@@ -9,7 +9,7 @@ import { takeStreamSlot } from "../streams/stream-slot.ts";
 import { refuseInspection, requireManage, requireSessionAccess, requireToken, requireWrite } from "../http/auth.ts";
 import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
-import { pageLimit, pathId } from "../http/params.ts";
+import { pageLimit, pathId, queryParam } from "../http/params.ts";
 import { openSessionStream } from "../sse/session-stream.ts";
 import { refuseWhenDraining } from "../http/draining.ts";
 import { chooseHomeRegion, fleetStatus, locationHint } from "../runner/fleet.ts";
@@ -63,10 +63,10 @@ sessions.post("/", async (c) => {
 sessions.get("/", async (c) => {
   const p = c.get("principal");
   refuseInspection(p);
-  const limit = pageLimit(c.req.query("limit"));
+  const limit = pageLimit(queryParam(c, "limit"));
   // Ids are lowercase hex and accepted in either case (docs/api.md), so `after` is compared lowercased.
   // Anything else is no position in the list: `%FF` would sort before every id and page 1 came back.
-  const after = (c.req.query("after") ?? "").toLowerCase();
+  const after = (queryParam(c, "after") ?? "").toLowerCase();
   if (after !== "" && !isId(after)) throw invalid("after: must be the id of the previous page's last session (32 hex) or empty");
   const index = c.env.TENANTS.getByName(p.tenant);
   const conn = mirrorConnection(c.env, c.get("runtime"));
@@ -90,19 +90,20 @@ sessions.get("/:id", async (c) => {
 sessions.post("/:id/close", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
+  const stub = await sessionStub(c, id);
   parseBody(await readBody(c, bodyCap(c)), EmptySchema, {});
-  return c.json(unwrap(await (await sessionStub(c, id)).close()), 202);
+  return c.json(unwrap(await stub.close()), 202);
 });
 
 sessions.get("/:id/events", async (c) => {
   const id = target(c, true);
   // Checked in both modes, so a bad `limit` is `400` whichever the client asked for.
-  const limit = pageLimit(c.req.query("limit"));
+  const limit = pageLimit(queryParam(c, "limit"));
   const stub = await sessionStub(c, id);
   const call = c.get("principal").inspectCall;
   if (wantsEventStream(c.req.header("Accept"))) {
     // A present `after` wins over Last-Event-ID, also when empty (docs/api.md "SSE").
-    const after = c.req.query("after");
+    const after = queryParam(c, "after");
     const cursor = after ?? c.req.header("Last-Event-ID") ?? "";
     const { limits } = c.get("runtime").config;
     const budget = { events: limits.subscriber_events, bytes: limits.subscriber_bytes };
@@ -114,23 +115,25 @@ sessions.get("/:id/events", async (c) => {
       throw e;
     }
   }
-  return c.json(unwrap(await stub.readEvents(c.req.query("after") ?? "", limit, call)));
+  return c.json(unwrap(await stub.readEvents(queryParam(c, "after") ?? "", limit, call)));
 });
 
 sessions.post("/:id/events", async (c) => {
   const id = target(c);
   requireWrite(c.get("principal"));
+  const stub = await sessionStub(c, id);
   const input = parseBody(await readBody(c, bodyCap(c)), InputSchema);
   if (input.type === "user.message") await refuseWhenDraining(c);
   const traceparent = c.req.header("traceparent");
-  return c.json(unwrap(await (await sessionStub(c, id)).send(input, traceparent)), 202);
+  return c.json(unwrap(await stub.send(input, traceparent)), 202);
 });
 
 sessions.post("/:id/resume", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
+  const stub = await sessionStub(c, id);
   parseBody(await readBody(c, bodyCap(c)), EmptySchema, {});
-  return c.json(unwrap(await (await sessionStub(c, id)).resume()));
+  return c.json(unwrap(await stub.resume()));
 });
 
 /** Flush, sync and restore need `persistence` (spec: `422 unsupported` without it). */
@@ -143,8 +146,8 @@ function requirePersistence(c: AppContext): void {
 sessions.post("/:id/flush", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
-  parseBody(await readBody(c, bodyCap(c)), EmptySchema, {});
   const stub = await sessionStub(c, id);
+  parseBody(await readBody(c, bodyCap(c)), EmptySchema, {});
   requirePersistence(c);
   return c.json(unwrap(await stub.flush()));
 });
@@ -159,10 +162,10 @@ sessions.get("/:id/sync", async (c) => {
 sessions.post("/:id/restore", async (c) => {
   const id = target(c);
   requireManage(c.get("principal"));
+  const stub = await sessionStub(c, id);
   const body = parseBody(await readBody(c, bodyCap(c)), RestoreSchema);
   // A checkpoint reference is a checkpoint id: 32 hex, either case (docs/api.md).
   if (!isId(body.checkpoint)) throw invalid("checkpoint: must be a 32-hex checkpoint id");
-  const stub = await sessionStub(c, id);
   requirePersistence(c);
   return c.json(unwrap(await stub.restore(body.checkpoint.toLowerCase())));
 });

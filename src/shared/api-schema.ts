@@ -47,7 +47,7 @@ export const SessionConfigSchema = component("SessionConfig", z.strictObject({
   model: z.string().min(1).max(MAX_MODEL_CHARS),
   tools: z.array(z.string()),
   instructions: z.string().optional(),
-  reasoning_effort: z.union([z.enum(REASONING_EFFORTS), z.literal("")]).optional(),
+  reasoning_effort: z.union([z.enum(REASONING_EFFORTS), z.literal("")], { error: `must be one of ${REASONING_EFFORTS.join(", ")}, or empty` }).optional(),
   bindings: z.array(ToolBindingSchema).optional(),
 }), "`model` is `provider/model`. Omitted or empty `reasoning_effort` means `off`.");
 export type SessionConfig = z.infer<typeof SessionConfigSchema>;

@@ -3,7 +3,9 @@
  * - a `__proto__` key: JSON.parse keeps it as data, but copying it into a new object (as schema
  *   parsing does) sets the prototype instead, so the member silently vanishes (a harness named
  *   `__proto__`, a tool parameter);
- * - a number beyond the double range (`1e400`): it parses as `Infinity` and is stored as `null`.
+ * - a number beyond the double range (`1e400`): it parses as `Infinity` and is stored as `null`;
+ * - a string (or name) with a lone surrogate (`"\ud800"`): no UTF-8 text holds it, so it would
+ *   reach a model, a tool or a file as U+FFFD, not as it was recorded.
  * Used by request bodies and by both configuration files, with one wording. Iterative: deep
  * nesting must not overflow. Pure: imported by the Worker and by Node.
  */
@@ -16,6 +18,7 @@ export function unkeptValues(value: unknown): string[] {
   while (stack.length > 0) {
     const { v, path } = stack.pop()!;
     if (typeof v === "number" && !Number.isFinite(v)) found.push(`${formatPath(path)}: number is out of range`);
+    if (typeof v === "string" && !v.isWellFormed()) found.push(`${formatPath(path)}: text is not valid Unicode (a lone surrogate)`);
     if (typeof v !== "object" || v === null) continue;
     const array = Array.isArray(v);
     const children = Object.entries(v);
@@ -24,7 +27,8 @@ export function unkeptValues(value: unknown): string[] {
       const [k, child] = children[i]!;
       const at = [...path, array ? Number(k) : k];
       if (k === "__proto__") found.push(`${formatPath(at)}: the name __proto__ is not allowed`);
-      if (typeof child === "object" || typeof child === "number") stack.push({ v: child, path: at });
+      if (!k.isWellFormed()) found.push(`${formatPath(at)}: the name is not valid Unicode (a lone surrogate)`);
+      if (typeof child === "object" || typeof child === "number" || typeof child === "string") stack.push({ v: child, path: at });
     }
   }
   return found;

@@ -188,6 +188,27 @@ describe("HTTP surface", () => {
   });
 });
 
+describe("a body that stops mid-way", () => {
+  it("is answered 15 s after its last byte (400 'request body stalled'), and so is a refusal waiting to drop it (401)", async () => {
+    const [mine, stranger] = [await rawConnection(stack.url), await rawConnection(stack.url)];
+    const post = (token: string) =>
+      `POST /sessions HTTP/1.1\r\nHost: svc\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"harness":`;
+    try {
+      const started = performance.now();
+      mine.write(post(env.ACME_MANAGE));
+      stranger.write(post("not-a-configured-token-0123456789"));
+      const [a, b] = await Promise.all([mine.response(25_000), stranger.response(25_000)]);
+      expect(a.status).toBe(400);
+      expect(JSON.parse(a.body).error.message).toBe("request body stalled: no bytes for 15 s");
+      expect(b.status).toBe(401);
+      expect(performance.now() - started).toBeGreaterThanOrEqual(14_000);
+    } finally {
+      mine.close();
+      stranger.close();
+    }
+  }, 40_000);
+});
+
 /** One raw HTTP/1.1 connection: bytes written as given, answers read one at a time (Content-Length bodies). */
 async function rawConnection(url: string) {
   const u = new URL(url);
@@ -201,9 +222,9 @@ async function rawConnection(url: string) {
   socket.on("data", (d: string) => ((buf += d), wake()));
   socket.on("end", () => ((ended = true), wake()));
   socket.on("error", () => ((ended = true), wake()));
-  const until = <T>(take: () => T | undefined, what: string) =>
+  const until = <T>(take: () => T | undefined, what: string, ms = 15_000) =>
     new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => (wakers.delete(check), reject(new Error(`timed out waiting for ${what}; got: ${buf.slice(0, 300)}`))), 15_000);
+      const timer = setTimeout(() => (wakers.delete(check), reject(new Error(`timed out waiting for ${what}; got: ${buf.slice(0, 300)}`))), ms);
       const check = () => {
         const v = take();
         if (v !== undefined) (wakers.delete(check), clearTimeout(timer), resolve(v));
@@ -214,7 +235,7 @@ async function rawConnection(url: string) {
     });
   return {
     write: (text: string) => void socket.write(text, "latin1"),
-    response: () =>
+    response: (ms?: number) =>
       until(() => {
         const end = buf.indexOf("\r\n\r\n");
         if (end < 0) return undefined;
@@ -224,7 +245,7 @@ async function rawConnection(url: string) {
         const body = buf.slice(end + 4, end + 4 + length);
         buf = buf.slice(end + 4 + length);
         return { status: Number(head.slice(9, 12)), body };
-      }, "a response"),
+      }, "a response", ms),
     ended: () => until(() => (ended ? true : undefined), "the end"),
     close: () => socket.destroy(),
   };

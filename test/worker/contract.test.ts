@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { openApiText } from "../../src/shared/openapi.ts";
 import { ROUTES } from "../../src/shared/route-table.ts";
-import { api } from "./helpers.ts";
+import { api, createSession } from "./helpers.ts";
 
 describe("the published contract", () => {
   it("GET /openapi.json needs no token and serves the generated OpenAPI 3.1 document", async () => {
@@ -32,6 +32,37 @@ describe("the published contract", () => {
       if (r.access === "executor") expect(res.status, `${r.method} ${r.path}`).toBe(r.path.endsWith("/rpc") ? 400 : 404);
       else if (r.access !== "public") expect(res.status, `${r.method} ${r.path}`).toBe(401);
       if (r.access === "public") expect(res.status, `${r.method} ${r.path} ${body.slice(0, 100)}`).not.toBe(500);
+    }
+  });
+
+  it("a method the path does not take is 404 naming the methods it takes, with Allow", async () => {
+    const { id } = await createSession();
+    const wrong = await api(`/sessions/${id}`, { method: "POST", body: "{}" });
+    expect(wrong.status).toBe(404);
+    expect(wrong.headers.get("Allow")).toBe("GET, HEAD");
+    expect(await wrong.json()).toMatchObject({ error: { code: "not_found", message: "POST is not a method of /sessions/{id}; it takes GET" } });
+    const options = await api("/sessions", { method: "OPTIONS" });
+    expect(options.status).toBe(404);
+    expect(options.headers.get("Allow")).toBe("GET, HEAD, POST");
+    expect(((await options.json()) as { error: { message: string } }).error.message).toBe("OPTIONS is not a method of /sessions; it takes GET, POST");
+    const nowhere = await api("/no-such-path", { method: "POST", body: "{}" });
+    expect(nowhere.status).toBe(404);
+    expect(nowhere.headers.get("Allow")).toBeNull();
+    expect(((await nowhere.json()) as { error: { message: string } }).error.message).toBe("no such route");
+  });
+
+  it("HEAD is GET without the body, except where GET opens a stream: there it opens nothing", async () => {
+    const live = await api("/health/live", { method: "HEAD", token: "" });
+    expect(live.status).toBe(200);
+    expect(await live.text()).toBe("");
+    const { id } = await createSession();
+    const page = await api(`/sessions/${id}`, { method: "HEAD" });
+    expect(page.status).toBe(200);
+    for (const path of [`/sessions/${id}/events`, `/executors/${"b".repeat(32)}/commands`, `/executors/${"b".repeat(32)}/rpc`]) {
+      const head = await api(path, { method: "HEAD", headers: { Accept: "text/event-stream" } });
+      expect(head.status, path).toBe(404);
+      expect(head.headers.get("Allow"), path).toBe("GET");
+      expect(head.headers.get("Content-Type"), path).not.toMatch(/event-stream/);
     }
   });
 });

@@ -158,4 +158,14 @@ describe("ExecutorObject", () => {
     const made = await register();
     expect(await env.EXECUTORS.getByName(made.id).info()).toMatchObject({ ok: true, value: { binding: "dict" } });
   });
+
+  it("refuses an unknown executor (404) and a wrong token (401) before a body it cannot take (413)", async () => {
+    const cred = await register();
+    const big = JSON.stringify({ pad: "x".repeat(20_000) }); // over the test config's 1024 + 16384 byte cap
+    for (const path of ["responses", "close"]) {
+      await expectApiError(await api(`/executors/${"c".repeat(32)}/${path}`, { method: "POST", body: big, token: cred.token }), 404, "not_found");
+      await expectApiError(await api(`/executors/${cred.id}/${path}`, { method: "POST", body: big, token: "" }), 401, "forbidden");
+      await expectApiError(await api(`/executors/${cred.id}/${path}`, { method: "POST", body: big, token: cred.token }), 413, "invalid_request");
+    }
+  });
 });

@@ -116,13 +116,39 @@ describe("Create a session", () => {
     await expectApiError(await api("/sessions", { method: "POST", body: JSON.stringify(over) }), 400, "invalid_request");
   });
 
+  it("an unknown session is 404 before its body is judged (malformed, or over the cap)", async () => {
+    const unknown = newId();
+    const big = JSON.stringify({ type: "user.message", text: "x".repeat(20_000) });
+    for (const path of ["events", "close", "resume", "restore", "flush"]) {
+      for (const body of ["{bad", big]) {
+        await expectApiError(await api(`/sessions/${unknown}/${path}`, { method: "POST", body }), 404, "not_found");
+      }
+    }
+  });
+
+  it("refuses a compressed body, a query parameter given twice, and an unknown reasoning effort by name", async () => {
+    const message = async (res: Response) => ((await res.clone().json()) as { error: { message: string } }).error.message;
+    const gz = await api("/sessions", { method: "POST", body: JSON.stringify(createBody()), headers: { "Content-Encoding": "gzip" } });
+    expect(await message(gz)).toBe("Content-Encoding: gzip: the service takes request bodies uncompressed (identity) only");
+    await expectApiError(gz, 400, "invalid_request");
+    expect((await api("/sessions", { method: "POST", body: JSON.stringify(createBody()), headers: { "Content-Encoding": "identity" } })).status).toBe(201);
+    const { id } = await createSession();
+    for (const path of ["/sessions?limit=1&limit=2000", `/sessions/${id}/events?limit=5&limit=5`, `/sessions/${id}/events?after=&after=`]) {
+      const res = await api(path);
+      expect(await message(res), path).toMatch(/^(limit|after): given more than once$/);
+      await expectApiError(res, 400, "invalid_request");
+    }
+    const effort = await api("/sessions", { method: "POST", body: JSON.stringify(createBody({ config: { model: "openai/m", tools: [], reasoning_effort: "extreme" } })) });
+    expect(await message(effort)).toBe("config.reasoning_effort: must be one of off, minimal, low, medium, high, xhigh, max, or empty");
+  });
+
   it("returns 400 invalid_request for unknown fields and trailing data", async () => {
     const unknown = { ...createBody(), extra: 1 };
     await expectApiError(await api("/sessions", { method: "POST", body: JSON.stringify(unknown) }), 400, "invalid_request");
     await expectApiError(await api("/sessions", { method: "POST", body: `${JSON.stringify(createBody())} {}` }), 400, "invalid_request");
   });
 
-  it("returns 400 for what could not be kept as sent, in free-form members too: a number beyond float range, a __proto__ key", async () => {
+  it("returns 400 for what could not be kept as sent, in free-form members too: a number beyond float range, a __proto__ key, a lone surrogate, a repeated member", async () => {
     const body = (parameters: string) =>
       JSON.stringify(createBody({ config: { model: "openai/m", tools: [], bindings: [{ alias: "w" }] } })).replace('"alias":"w"', `"alias":"w","parameters":${parameters}`);
     const cases: [string, string][] = [
@@ -130,15 +156,24 @@ describe("Create a session", () => {
       ['{"x":[1,-1e999]}', "config.bindings[0].parameters.x[1]: number is out of range"],
       ['{"__proto__":{"city":"x"},"city":"Paris"}', "config.bindings[0].parameters.__proto__: the name __proto__ is not allowed"],
       ['{"a":{"b":{"__proto__":1}}}', "config.bindings[0].parameters.a.b.__proto__: the name __proto__ is not allowed"],
+      ['{"x":"a\\ud800b"}', "config.bindings[0].parameters.x: text is not valid Unicode (a lone surrogate)"],
+      ['{"\\udc00":1}', 'config.bindings[0].parameters["\\udc00"]: the name is not valid Unicode (a lone surrogate)'],
+      ['{"x":[{"k":1},{"k":2,"k":3}]}', "config.bindings[0].parameters.x[1].k: the member is given more than once"],
+      ['{"a":1,"\\u0061":2}', "config.bindings[0].parameters.a: the member is given more than once"],
     ];
     for (const [parameters, message] of cases) {
       const res = await api("/sessions", { method: "POST", body: body(parameters) });
       expect(((await res.clone().json()) as { error: { message: string } }).error.message).toBe(message);
       await expectApiError(res, 400, "invalid_request");
     }
-    const kept = await api("/sessions", { method: "POST", body: body('{"x":1e300,"y":-0,"z":"__proto__"}') });
+    const kept = await api("/sessions", { method: "POST", body: body('{"x":1e300,"y":-0,"z":"__proto__","s":"\\ud83d\\ude00 \\"k\\":1","n":{"z":1},"m":[{"z":2}]}') });
     expect(kept.status).toBe(201);
-    expect(((await kept.json()) as Session).config.bindings![0]!.parameters).toEqual({ x: 1e300, y: 0, z: "__proto__" });
+    expect(((await kept.json()) as Session).config.bindings![0]!.parameters).toEqual({ x: 1e300, y: 0, z: "__proto__", s: '😀 "k":1', n: { z: 1 }, m: [{ z: 2 }] });
+    // The same name in the message's envelope: the last would win silently (an interrupt sent as a message).
+    const { id } = await createSession();
+    const twice = await api(`/sessions/${id}/events`, { method: "POST", body: '{"type":"user.interrupt","type":"user.message","text":"hi"}' });
+    expect(((await twice.clone().json()) as { error: { message: string } }).error.message).toBe("type: the member is given more than once");
+    await expectApiError(twice, 400, "invalid_request");
   });
 });
 
