@@ -24,6 +24,11 @@
  *                           prompt includes cached); default prompt = 10 × messages, cached 0,
  *                           completion = number of deltas
  *   [[finish REASON]]       finish_reason for a text reply (default `stop`; e.g. `length`)
+ *   [[cut]]                 end the event stream after the deltas, with no finish_reason chunk and
+ *                           no `[DONE]` (a stream cut short cleanly); `[[cut done]]` sends `[DONE]`
+ *   [[json]]                answer a streaming request with one whole JSON reply, not a stream
+ *   [[call-id-chars N]]     every tool call's id is N characters (`c` repeated; 0: an empty id,
+ *                           as some OpenAI-compatible servers send) instead of `call_<request>_<i>`
  * Without directives the reply is `echo: <text>` in a few word-sized deltas (directives are
  * stripped from the echoed text).
  * A request whose assistant tool calls are not all answered by tool messages is refused with 400,
@@ -85,6 +90,10 @@ interface Script {
   hold?: string;
   usage?: { prompt: number; cached: number; completion: number };
   finish: string;
+  callIdChars?: number;
+  /** `[[cut]]`: "bare" (nothing after the deltas) or "done" (`[DONE]` only). */
+  cut?: "bare" | "done";
+  json?: boolean;
 }
 
 /** `record`: keep every request for `requests` and `waitForRequests` (default true). */
@@ -217,6 +226,9 @@ function buildScript(messages: any[]): Script {
     else if (name === "hang") script.hang = true;
     else if (name === "hold") script.hold = arg;
     else if (name === "finish") script.finish = arg || "stop";
+    else if (name === "call-id-chars") script.callIdChars = Number.parseInt(arg, 10) || 0;
+    else if (name === "cut") script.cut = arg === "done" ? "done" : "bare";
+    else if (name === "json") script.json = true;
     else if (name === "usage") script.usage = { prompt: num("prompt", 0), cached: num("cached", 0), completion: num("completion", 0) };
     else if (name === "tool") {
       const sp = arg.search(/\s/);
@@ -235,7 +247,7 @@ function buildScript(messages: any[]): Script {
       const call = messages.flatMap((x: any) => x?.tool_calls ?? []).find((c: any) => c?.id === m.tool_call_id);
       results.unshift(`tool ${call?.function?.name ?? m.tool_call_id} returned: ${textOf(m.content)}`);
     }
-    return { ...script, tools: [], hang: false, hold: undefined, error: undefined, finish: "stop", deltas: words(results.join("; ")) };
+    return { ...script, tools: [], hang: false, hold: undefined, error: undefined, cut: undefined, json: undefined, finish: "stop", deltas: words(results.join("; ")) };
   }
   if (deltasCount >= 0) {
     script.deltas = Array.from({ length: deltasCount }, (_, i) => String.fromCharCode(97 + (i % 26)).repeat(deltaSize));
@@ -270,9 +282,9 @@ async function reply(res: ServerResponse, body: any, script: Script, n: number):
   const finish = script.tools.length > 0 ? "tool_calls" : script.finish;
   const usage = usageOf(script, body.messages.length);
   const id = `chatcmpl-scripted-${n}`;
-  const callId = (i: number) => `call_${n}_${i}`;
+  const callId = (i: number) => (script.callIdChars === undefined ? `call_${n}_${i}` : "c".repeat(script.callIdChars));
 
-  if (body.stream !== true) {
+  if (body.stream !== true || script.json) {
     if (script.hang) return untilGone();
     await wait(script.ttft);
     const message: Record<string, unknown> = { role: "assistant", content: script.deltas.join("") || null };
@@ -319,6 +331,11 @@ async function reply(res: ServerResponse, body: any, script: Script, n: number):
     for (const part of [t.args.slice(0, half), t.args.slice(half)]) {
       if (part) await send(chunk({ tool_calls: [{ index: i, function: { arguments: part } }] }));
     }
+  }
+  if (script.cut) {
+    if (script.cut === "done") await send("[DONE]");
+    if (!gone.signal.aborted) res.end();
+    return;
   }
   await send(chunk({}, finish));
   if (body.stream_options?.include_usage) await send({ id, object: "chat.completion.chunk", created: CREATED, model: body.model, choices: [], usage });

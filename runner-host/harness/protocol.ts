@@ -25,8 +25,9 @@ const Id = z.string().min(1).max(256);
 /** Longest session id and turn id a harness line may carry, UTF-16 units. */
 export const MAX_ID_CHARS = 256;
 const SessionId = z.string().min(1).max(MAX_ID_CHARS);
-/** Provider-chosen tool call ids can be long (OpenAI Responses ids are about 450 chars). */
-const CallId = z.string().min(1).max(4096);
+/** Longest tool call id, UTF-16 units: provider-chosen ids can be long (OpenAI Responses ids are about 450 chars). */
+export const MAX_CALL_ID_CHARS = 4096;
+const CallId = z.string().min(1).max(MAX_CALL_ID_CHARS);
 
 // ---- shared pieces --------------------------------------------------------------------------
 

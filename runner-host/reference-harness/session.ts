@@ -13,7 +13,9 @@ import { createHash } from "node:crypto";
 import { Agent, type AgentEvent, type AgentMessage } from "@mariozechner/pi-agent-core";
 import { parseJsonWithRepair, streamSimple, type Api, type AssistantMessage, type Model } from "@mariozechner/pi-ai";
 import { STATE_FORMAT, type CommandOf, type NativeState, type SessionEvent, type ToolResult } from "../harness/protocol.ts";
+import { DEFAULT_MAX_LINE_BYTES } from "../harness/jsonl.ts";
 import { effortReachesWire } from "./effort-wire.ts";
+import { CallIds, deltaPieces, MAX_DELTA_CHARS, oversizeLine } from "./line-limits.ts";
 import { CommandError, effortUnsupported, resolveEffort, resolveModel, splitModelRef, supportedEfforts } from "./model.ts";
 import { makeAgentTools, PendingCalls, toServiceContent, withRealSchemas, type ToolDetails } from "./tools.ts";
 
@@ -50,6 +52,8 @@ export class Session {
   #interrupted = false;
   #internalError?: string;
   #appended: number;
+  /** Provider call ids as the protocol carries them (./line-limits.ts). */
+  #callIds = new CallIds();
   /** call ids that reached the service; any other finished call was answered by pi itself. */
   #dispatched = new Set<string>();
   #argsById = new Map<string, Record<string, unknown>>();
@@ -153,7 +157,7 @@ export class Session {
   }
 
   toolResult(callId: string, result: ToolResult): void {
-    if (!this.#calls.settle(callId, result)) {
+    if (!this.#calls.settle(this.#callIds.provider(callId), result)) {
       throw new CommandError("unknown_call", `no pending tool call ${JSON.stringify(callId)} in this session`);
     }
   }
@@ -171,19 +175,33 @@ export class Session {
 
   #emit(body: EventBody): void {
     if (this.#turn === undefined) return;
-    this.#host.emit({ ...body, session: this.id, turn: this.#turn } as SessionEvent);
+    const event = { ...body, session: this.id, turn: this.#turn } as SessionEvent;
+    // Deltas are cut to fit where they are made; a turn's end is small.
+    if (body.type !== "assistant.delta" && body.type !== "turn.end") {
+      const bytes = oversizeLine(event);
+      if (bytes !== undefined) {
+        // Written, it would end the process and every session in it: this turn fails alone.
+        this.#internalError ??= `the model's output made a ${body.type} line of ${bytes} bytes, over the ${DEFAULT_MAX_LINE_BYTES}-byte line limit of the harness protocol`;
+        this.agent.abort();
+        return;
+      }
+    }
+    this.#host.emit(event);
   }
 
   #dispatch(callId: string, name: string, args: Record<string, unknown>): void {
     this.#dispatched.add(callId);
-    this.#emit({ type: "tool.call", call: { id: callId, name, arguments: args } });
+    this.#emit({ type: "tool.call", call: { id: this.#callIds.wire(callId), name, arguments: args } });
   }
 
   #onAgentEvent(event: AgentEvent): void {
     switch (event.type) {
       case "message_update": {
         const m = event.assistantMessageEvent;
-        if (m.type === "text_delta") this.#emit({ type: "assistant.delta", text: m.delta });
+        if (m.type === "text_delta") {
+          if (m.delta.length <= MAX_DELTA_CHARS) this.#emit({ type: "assistant.delta", text: m.delta });
+          else for (const text of deltaPieces(m.delta)) this.#emit({ type: "assistant.delta", text });
+        }
         else if (m.type === "start") this.#rawArgs.clear();
         else if (m.type === "toolcall_delta") this.#rawArgs.set(m.contentIndex, (this.#rawArgs.get(m.contentIndex) ?? "") + m.delta);
         else if (m.type === "toolcall_end") {
@@ -208,9 +226,10 @@ export class Session {
         if (this.#dispatched.delete(event.toolCallId)) return;
         // pi answered this call itself (unknown tool name, arguments refused here): the service
         // records the pair and runs nothing.
-        this.#emit({ type: "tool.call", call: { id: event.toolCallId, name: event.toolName, arguments: args }, answered: true });
+        const id = this.#callIds.wire(event.toolCallId);
+        this.#emit({ type: "tool.call", call: { id, name: event.toolName, arguments: args }, answered: true });
         const content = toServiceContent(event.result?.content);
-        this.#emit({ type: "tool.result", call_id: event.toolCallId, result: { content, is_error: event.isError } });
+        this.#emit({ type: "tool.result", call_id: id, result: { content, is_error: event.isError } });
         return;
       }
       default:
@@ -231,6 +250,7 @@ export class Session {
     this.#appendNew();
     const end = this.#classify(start);
     this.#dispatched.clear();
+    this.#callIds.clear();
     this.#argsById.clear();
     this.#badArgs.clear();
     this.#rawArgs.clear();

@@ -110,6 +110,38 @@ describe("reference harness on the scripted provider", () => {
     expect(stale).toMatchObject({ ok: false, error: { code: "unknown_call" } });
   });
 
+  it.each([
+    ["left empty", 0],
+    ["longer than the protocol carries", 5000],
+  ])("a tool call id the provider %s travels under an id of the harness's own, and its result reaches the call", async (_what, chars) => {
+    const { session, log } = await open();
+    await run(session, "t1", `oddid${chars} [[call-id-chars ${chars}]] [[tool get_weather {"city":"Rome"}]]`);
+    const call = await log.next("tool.call");
+    expect(call.call.id).toMatch(/^svc-call-[0-9a-f-]{36}$/);
+    await ok(hp, { op: "tool_result", session, call_id: call.call.id, result: { content: [{ type: "text", text: "sunny" }] } });
+    expect(await log.next("turn.end")).toMatchObject({ status: "completed" });
+    // The provider gets its own id back with the result.
+    expect(requestsFor(`oddid${chars}`)[1]!.body.messages.at(-1)).toMatchObject({ role: "tool", tool_call_id: "c".repeat(chars), content: "sunny" });
+  });
+
+  it("a reply too large for one protocol line fails only its own turn (service_error); the process and another session carry on", async () => {
+    const [big, huge, other] = [await open(), await open(), await open()];
+    // 9.3 MiB in 1 KiB deltas, and 9 MiB as one delta: the assistant.message line alone is over 8 MiB.
+    await run(big.session, "tb", "[[deltas 9300 size=1024]]");
+    await run(huge.session, "th", `[[deltas 1 size=${9 * 1024 * 1024}]]`);
+    await run(other.session, "to", "[[delay 5]] still here");
+    for (const log of [big.log, huge.log]) {
+      const end = await log.next("turn.end");
+      expect(end).toMatchObject({ status: "failed", error: { code: "service_error" } });
+      expect(end.error!.message).toMatch(/^the model's output made an? [a-z.]+ line of \d+ bytes, over the 8388608-byte line limit of the harness protocol$/);
+      const deltas = log.events.filter((e) => e.type === "assistant.delta");
+      expect(deltas.every((d) => d.type === "assistant.delta" && d.text.length <= 256 * 1024)).toBe(true);
+    }
+    expect(await other.log.next("turn.end")).toMatchObject({ status: "completed" });
+    expect(hp.exitInfo).toBeUndefined();
+    expect(await ok(hp, { op: "ping" })).toMatchObject({ running: 0 });
+  });
+
   it("answers a call to an unknown tool with a synthetic tool.call + error tool.result and continues", async () => {
     const { session, log } = await open();
     await run(session, "t1", "[[tool launch_rockets {\"count\":3}]]");
@@ -182,7 +214,18 @@ describe("reference harness on the scripted provider", () => {
     const end = await log.next("turn.end");
     expect(end).toMatchObject({ status: "failed", error: { code: "provider_error", message } });
     expect(log.turn("t1").find((e) => e.type === "assistant.message")).toMatchObject({ stop_reason: "error", error: message });
-    expect(requestsFor(text.split(" ")[1]!)).toHaveLength(1);
+    expect(requestsFor(text.split(" ").at(-1)!)).toHaveLength(1);
+  });
+
+  it.each([
+    ["[[deltas 3]] [[cut]] cutbare", "the provider's stream ended before the reply finished (no finish_reason)"],
+    ["[[deltas 3]] [[cut done]] cutdone", "the provider's stream ended before the reply finished (no finish_reason)"],
+    ["[[json]] wholejson", 'the provider answered 200 with "application/json", not an event stream'],
+  ])("turns %j (a reply that did not finish) into turn.end failed provider_error, not a completed reply", async (text, message) => {
+    const { session, log } = await open();
+    await run(session, "t1", text);
+    expect(await log.next("turn.end")).toMatchObject({ status: "failed", error: { code: "provider_error", message } });
+    expect(log.turn("t1").find((e) => e.type === "assistant.message")).toMatchObject({ stop_reason: "error", error: message });
   });
 
   it("sends instructions as the system prompt, else the generic default", async () => {
