@@ -410,7 +410,7 @@ export class HarnessPool {
       () => {
         this.#spareFailed.delete(harness);
         telemetry().runnerStartup(harness, p.hp!.startupMs);
-        this.#o.log("info", "harness process started", { harness, pid: p.pid, startup_ms: Math.round(p.hp!.startupMs), spare: p.spare });
+        this.#o.log("info", "harness process started", { harness, pid: p.pid, engine: p.hp!.ready.engine, startup_ms: Math.round(p.hp!.startupMs), spare: p.spare });
         if (p.spare) this.#pump(); // a waiting request may take it now
       },
       () => {
