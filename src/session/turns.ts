@@ -75,6 +75,11 @@ export class Turns {
     return { id: newId(), type: m.t === "delta" ? "assistant.delta" : "tool.progress", time: now, data, input_id: m.turn };
   }
 
+  /** Whether a tool call's `tool.result` is recorded: an inspection token for it is spent. */
+  callEnded(callId: string): boolean {
+    return this.#sql.exec("SELECT 1 FROM ended_calls WHERE call_id = ?", callId).toArray().length > 0;
+  }
+
   /**
    * Applies one numbered runner message exactly once (resends at or below `up_seq` are skipped).
    * Throws (and changes nothing) when the turn's events or native records would not fit: event

@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { MAX_BATCH, RUNNER_PROTOCOL, type LinkDown, type LinkUp, type NumberedUp } from "../../src/shared/runner-protocol.ts";
 import { POOL_NAME } from "../../src/runner/pool-name.ts";
 import type { Event } from "../../src/shared/api-schema.ts";
-import { LINK_GRACE_MS } from "../../src/session/session-object.ts";
+import { LINK_GRACE_MS } from "../../src/session/link-grace.ts";
 import { api, createSession, env, sendMessage, sessionStub, withTimeout } from "./helpers.ts";
 
 const USAGE = { input_tokens: 1, output_tokens: 2, cache_read_tokens: 0, cache_write_tokens: 0, total_tokens: 3 };

@@ -1,0 +1,78 @@
+/**
+ * The session's summary in its tenant's index (the TenantObject serves `GET /sessions` from it):
+ * when it is pushed there.
+ *
+ * Pushes are at least INDEX_INTERVAL_MS apart unless `urgent`: a change inside the interval is
+ * left to an alarm at its end, which pushes whatever the row is then (one push for a turn's
+ * `running` and `idle`, or for a burst of turns). A push that fails is retried by an alarm until it
+ * lands.
+ *
+ * Storage layout / lifecycle: what is owed is durable (`session.indexed_version` < `version`), so
+ * an eviction before that alarm only delays the push to the object's next wake. Memory holds only
+ * when this instance last pushed and the TenantObject's stub.
+ */
+import { log } from "../log.ts";
+import type { Session } from "../shared/api-schema.ts";
+import { toSession, type SessionRow } from "./record.ts";
+
+/** Retry delay for a tenant-index push that failed, ms. Only armed while the index is behind. */
+export const INDEX_RETRY_MS = 2_000;
+/**
+ * Shortest time between two tenant-index pushes of one session that nobody waits on (turn starts
+ * and ends, a runner-host lost), ms. A list may show a busy session up to this much behind; a
+ * quiet session's change is pushed at once. Creates, closes, resumes, restores, loads and
+ * rebinds are pushed before they are answered, whatever the interval.
+ */
+export const INDEX_INTERVAL_MS = 1_000;
+
+/** What a push needs of the TenantObject (its stub fits). */
+export type TenantIndex = { upsert(id: string, version: number, session: Session, tenant?: string): Promise<unknown> };
+
+export type IndexPushParts = {
+  /** The session row, and where the version the index holds is recorded (session-state.ts). */
+  state: { row(): SessionRow | undefined; markIndexed(version: number): void };
+  /** Arms the object's alarm for `at` (ms since epoch) unless it is due sooner. */
+  arm: (at: number) => Promise<void>;
+  /** The tenant's index object, by tenant. */
+  index: (tenant: string) => TenantIndex;
+};
+
+export class IndexPush {
+  readonly #state: IndexPushParts["state"];
+  readonly #arm: IndexPushParts["arm"];
+  readonly #index: IndexPushParts["index"];
+  /** When this instance last pushed to the tenant index (ms since epoch; 0: not yet). */
+  #lastPush = 0;
+  #tenantStub: { tenant: string; stub: TenantIndex } | undefined;
+
+  constructor(o: IndexPushParts) {
+    this.#state = o.state;
+    this.#arm = o.arm;
+    this.#index = o.index;
+  }
+
+  /**
+   * Pushes the current summary to the tenant index when it is behind; on failure an alarm retries.
+   * `urgent`: now, whatever the push interval (the change is pushed before it is answered).
+   */
+  async push(urgent = false): Promise<void> {
+    const row = this.#state.row();
+    if (!row || row.indexed_version >= row.version) return;
+    const due = this.#lastPush + INDEX_INTERVAL_MS;
+    if (!urgent && Date.now() < due) return this.#arm(due);
+    this.#lastPush = Date.now();
+    try {
+      await this.#tenantIndex(row.tenant).upsert(row.id, row.version, toSession(row), row.tenant);
+      this.#state.markIndexed(row.version);
+    } catch (e) {
+      log("warn", "tenant index push failed", { session_id: row.id, error: String(e) });
+      await this.#arm(Date.now() + INDEX_RETRY_MS);
+    }
+  }
+
+  /** The TenantObject's stub, made once per instance: naming an object hashes its name. */
+  #tenantIndex(tenant: string): TenantIndex {
+    if (this.#tenantStub?.tenant !== tenant) this.#tenantStub = { tenant, stub: this.#index(tenant) };
+    return this.#tenantStub.stub;
+  }
+}

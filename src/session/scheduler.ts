@@ -1,0 +1,152 @@
+/**
+ * What follows a committed change of the session, in this order: the events it appended are
+ * published (publication.ts) before any await, so publication order is commit order; then work
+ * moves on: the session is placed on a runner-host (placement.ts), or its next queued turn starts
+ * on the runner link; then persistence notes the change and the tenant index gets the new summary
+ * (index-push.ts).
+ *
+ * Lifecycle: no state of its own. The queue and the running turn are in SQLite (turns.ts), the
+ * lease and the link's state in the session row (runner-link.ts).
+ */
+import { asResultAsync, type Result } from "../shared/errors.ts";
+import type { Runtime } from "../runtime.ts";
+import { now } from "./clock.ts";
+import type { IndexPush } from "./index-push.ts";
+import { sessionObjectName } from "./object-name.ts";
+import { providerGrant } from "./open-message.ts";
+import type { Placement } from "./placement.ts";
+import type { Publication } from "./publication.ts";
+import type { RunnerLink } from "./runner-link.ts";
+import type { Change, SessionState } from "./session-state.ts";
+import type { Turns } from "./turns.ts";
+
+export type SchedulerParts = {
+  state: Pick<SessionState, "row" | "require" | "storage" | "endWork">;
+  turns: Pick<Turns, "running" | "hasQueued" | "start">;
+  link: Pick<RunnerLink, "newLease" | "socket" | "push" | "release">;
+  placement: Pick<Placement, "place" | "withdraw" | "full">;
+  publication: Pick<Publication, "publish">;
+  index: Pick<IndexPush, "push">;
+  /** Persistence notes a change (SessionSync.changed): dirty, an upload alarm, the backlog. */
+  changed: () => Promise<void>;
+  runtime: () => Promise<Runtime>;
+};
+
+export class Scheduler {
+  readonly #state: SchedulerParts["state"];
+  readonly #turns: SchedulerParts["turns"];
+  readonly #link: SchedulerParts["link"];
+  readonly #placement: SchedulerParts["placement"];
+  readonly #publication: SchedulerParts["publication"];
+  readonly #index: SchedulerParts["index"];
+  readonly #changed: SchedulerParts["changed"];
+  readonly #runtime: SchedulerParts["runtime"];
+
+  constructor(o: SchedulerParts) {
+    this.#state = o.state;
+    this.#turns = o.turns;
+    this.#link = o.link;
+    this.#placement = o.placement;
+    this.#publication = o.publication;
+    this.#index = o.index;
+    this.#changed = o.changed;
+    this.#runtime = o.runtime;
+  }
+
+  /**
+   * Runs a state change, publishes what it appended, moves work on, updates the tenant index
+   * (`urgent`: before answering, whatever the push interval).
+   */
+  async commit<T>(urgent: boolean, fn: () => Change<T>): Promise<Result<T>> {
+    return asResultAsync(async () => {
+      const change = fn();
+      this.#publication.publish(change.events);
+      await this.schedule();
+      if (change.events.length > 0) await this.pushIndex(urgent);
+      return change.value;
+    });
+  }
+
+  async afterChange(): Promise<void> {
+    await this.schedule();
+    await this.pushIndex();
+  }
+
+  /** Persistence notes the change, then the tenant index gets the summary (index-push.ts). */
+  async pushIndex(urgent = false): Promise<void> {
+    await this.#changed();
+    await this.#index.push(urgent);
+  }
+
+  /** Moves work forward: places the session on a runner-host, or starts the next queued turn. */
+  async schedule(): Promise<void> {
+    const row = this.#state.row();
+    if (!row || row.status === "closed" || row.status === "interrupted" || row.status === "failed") return;
+    if (!this.#turns.running() && !this.#turns.hasQueued()) return;
+    if (row.link_state === "none") {
+      const lease = this.#state.storage.transactionSync(() => this.#link.newLease());
+      await this.#placement.place(sessionObjectName(row.tenant, row.id), lease, row.harness, (await this.#runtime()).config);
+      return;
+    }
+    if (row.link_state !== "open" || this.#turns.running()) return;
+    // The link is lost (its runner-host may be gone): the input waits, queued, for the runner-host
+    // to dial back (hello starts it) or for the grace to run out (the session is placed anew). A
+    // turn started now would fail with the link, though it never reached any runner-host.
+    if (row.link_lost_at && !this.#link.socket()) return;
+    const rt = await this.#runtime();
+    const model: string = JSON.parse(row.config).model;
+    const grant = providerGrant(rt, model);
+    const events = this.#state.storage.transactionSync(() => {
+      const s = this.#turns.start(now());
+      if (!s) return [];
+      if (!grant) {
+        // The key vanished from the environment since creation: the turn cannot run.
+        const message = `the key of provider "${model.split("/")[0]}" is not available`;
+        return [...s.events, ...this.#state.endWork(now(), "failed", { running: { code: "service_error", message }, queued: "the session failed" })];
+      }
+      this.#link.push({
+        t: "run",
+        turn: s.input.event_id,
+        text: s.input.text,
+        traceparent: s.input.traceparent ?? undefined,
+        accepted_at: Date.parse(s.input.accepted_at),
+        provider: grant,
+      }, rt);
+      return s.events;
+    });
+    if (events.length > 0) {
+      this.#publication.publish(events);
+      await this.pushIndex();
+    }
+  }
+
+  /** The runner-host is gone: a running turn fails, the lease is dropped. */
+  loseRunner(message: string): void {
+    const events = this.#state.storage.transactionSync(() => {
+      const out = this.#turns.running()
+        ? this.#state.endWork(now(), "failed", { running: { code: "service_error", message }, queued: "the session failed" })
+        : [];
+      this.#link.release(message);
+      return out;
+    });
+    this.#publication.publish(events);
+  }
+
+  /** The session waited for a runner-host and needs none now: every region's pool forgets it. */
+  async withdraw(): Promise<void> {
+    const row = this.#state.require();
+    const name = sessionObjectName(row.tenant, row.id);
+    const { config } = await this.#runtime();
+    await this.#placement.withdraw(name, row.lease, config);
+  }
+
+  /**
+   * Whether a message that needs the session placed must be refused up front: it is not placed,
+   * nothing runs, and no runner-host can take it (placement.ts `full`).
+   */
+  async noRoom(): Promise<boolean> {
+    const row = this.#state.row();
+    if (!row || row.link_state !== "none" || this.#turns.running()) return false;
+    return this.#placement.full(row.harness, (await this.#runtime()).config);
+  }
+}
