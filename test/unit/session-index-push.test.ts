@@ -1,0 +1,143 @@
+/**
+ * The tenant index push policy of a session (src/session/index-push.ts; docs/design-notes.md):
+ * pushes nobody waits on are at least INDEX_INTERVAL_MS apart, urgent ones go at once, a failure is
+ * retried by an alarm, and the version marked indexed is the one pushed.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { Session } from "../../src/shared/api-schema.ts";
+import { INDEX_INTERVAL_MS, INDEX_RETRY_MS, IndexPush } from "../../src/session/index-push.ts";
+import { toSession, type SessionRow } from "../../src/session/record.ts";
+import { sessionRow } from "./session-row.ts";
+
+const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
+
+/** `first`: the session row (null: no session). */
+function rig(first: SessionRow | null = sessionRow({ version: 2, indexed_version: 1 })) {
+  const r = {
+    row: first ?? undefined,
+    marked: [] as number[],
+    alarms: [] as number[],
+    upserts: [] as { tenant: string; id: string; version: number; session: Session }[],
+    stubsMade: 0,
+    /** When set, the next upsert waits for it. */
+    hold: undefined as Promise<void> | undefined,
+    fail: undefined as Error | undefined,
+    push: undefined as unknown as IndexPush,
+  };
+  r.push = new IndexPush({
+    state: { row: () => r.row, markIndexed: (v) => void r.marked.push(v) },
+    arm: async (at) => void r.alarms.push(at),
+    index: (tenant) => {
+      r.stubsMade++;
+      return {
+        upsert: async (id, version, session) => {
+          if (r.hold) await r.hold;
+          if (r.fail) throw r.fail;
+          r.upserts.push({ tenant, id, version, session });
+        },
+      };
+    },
+  });
+  return r;
+}
+
+/** A change committed: the row's version moves on past what the index holds. */
+function change(r: ReturnType<typeof rig>, patch: Partial<SessionRow> = {}): void {
+  r.row = { ...r.row!, ...patch, version: r.row!.version + 1, indexed_version: r.marked.at(-1) ?? r.row!.indexed_version };
+}
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ["Date"] });
+  vi.setSystemTime(T0);
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("tenant index push", () => {
+  it("pushes a change at once when nothing was pushed lately, and marks the version pushed", async () => {
+    const r = rig();
+    await r.push.push();
+    expect(r.upserts).toEqual([{ tenant: "acme", id: r.row!.id, version: 2, session: toSession(r.row!) }]);
+    expect(r.marked).toEqual([2]);
+    expect(r.alarms).toEqual([]);
+  });
+
+  it("pushes nothing when the index holds the row's version, or there is no session", async () => {
+    const held = rig(sessionRow({ version: 3, indexed_version: 3 }));
+    await held.push.push(true);
+    const none = rig(null);
+    await none.push.push(true);
+    expect([held.upserts, held.alarms, none.upserts, none.alarms]).toEqual([[], [], [], []]);
+  });
+
+  it("leaves a change inside the interval to an alarm at its end, which pushes the row as it is then", async () => {
+    const r = rig();
+    await r.push.push();
+    vi.setSystemTime(T0 + 400);
+    change(r, { status: "running" });
+    await r.push.push();
+    vi.setSystemTime(T0 + 700);
+    change(r, { status: "idle" });
+    await r.push.push();
+    expect(r.upserts).toHaveLength(1);
+    expect(r.alarms).toEqual([T0 + INDEX_INTERVAL_MS, T0 + INDEX_INTERVAL_MS]);
+
+    vi.setSystemTime(T0 + INDEX_INTERVAL_MS);
+    await r.push.push(true); // the object's alarm
+    expect(r.upserts.map((u) => [u.version, u.session.status])).toEqual([
+      [2, "idle"],
+      [4, "idle"],
+    ]);
+    expect(r.marked).toEqual([2, 4]);
+  });
+
+  it("pushes an urgent change inside the interval at once, and a change at the interval's end without an alarm", async () => {
+    const r = rig();
+    await r.push.push();
+    vi.setSystemTime(T0 + 10);
+    change(r, { status: "closed" });
+    await r.push.push(true);
+    vi.setSystemTime(T0 + 10 + INDEX_INTERVAL_MS);
+    change(r);
+    await r.push.push();
+    expect(r.upserts.map((u) => u.version)).toEqual([2, 3, 4]);
+    expect(r.alarms).toEqual([]);
+  });
+
+  it("arms a retry INDEX_RETRY_MS after a failed push and leaves the version owed", async () => {
+    const r = rig();
+    r.fail = new Error("tenant object unreachable");
+    await r.push.push(true);
+    expect(r.marked).toEqual([]);
+    expect(r.alarms).toEqual([T0 + INDEX_RETRY_MS]);
+
+    vi.setSystemTime(T0 + INDEX_RETRY_MS);
+    r.fail = undefined;
+    await r.push.push(true); // the retry alarm
+    expect(r.upserts.map((u) => u.version)).toEqual([2]);
+    expect(r.marked).toEqual([2]);
+  });
+
+  it("marks the version it pushed, not one committed while the push was in flight", async () => {
+    const r = rig();
+    let release!: () => void;
+    r.hold = new Promise((resolve) => (release = resolve));
+    const pushing = r.push.push(true);
+    change(r);
+    release();
+    await pushing;
+    expect(r.upserts.map((u) => u.version)).toEqual([2]);
+    expect(r.marked).toEqual([2]);
+  });
+
+  it("names the TenantObject once per instance", async () => {
+    const r = rig();
+    for (let i = 0; i < 3; i++) {
+      change(r);
+      await r.push.push(true);
+    }
+    expect(r.upserts).toHaveLength(3);
+    expect(r.stubsMade).toBe(1);
+  });
+});
