@@ -65,7 +65,7 @@ export class SessionObject extends DurableObject<Env> {
   readonly #subs: Subscribers;
   readonly #turns: Turns;
   readonly #link: RunnerLink;
-  readonly #runtime: RuntimeCalls;
+  readonly #calls: RuntimeCalls;
   readonly #sync: SessionSync;
   readonly #placement: Placement;
   readonly #publication: Publication;
@@ -84,7 +84,7 @@ export class SessionObject extends DurableObject<Env> {
     this.#subs = new Subscribers(ctx);
     const turns = (this.#turns = new Turns(state));
     const link = (this.#link = new RunnerLink(ctx, state));
-    const calls = (this.#runtime = new RuntimeCalls(state, link, env));
+    const calls = (this.#calls = new RuntimeCalls(state, link, env));
     this.#sync = new SessionSync({ env, state, arm, keepAlive });
     const placement = (this.#placement = new Placement({ kv: ctx.storage.kv, runners: env.RUNNERS }));
     const publication = (this.#publication = new Publication({ state, subs: this.#subs, calls, env, keepAlive }));
@@ -211,19 +211,19 @@ export class SessionObject extends DurableObject<Env> {
 
   /** `POST /executors` with `session`: the runtime binding `alias` now routes to `executor`. */
   async rebind(alias: string, tools: Tool[], executor: string): Promise<Result<void>> {
-    const r = asResult(() => this.#state.storage.transactionSync(() => this.#runtime.rebind(alias, tools, executor, now())));
+    const r = asResult(() => this.#state.storage.transactionSync(() => this.#calls.rebind(alias, tools, executor, now())));
     if (r.ok) await this.#work.pushIndex(true);
     return r;
   }
 
   /** ExecutorObject: a runtime call's result (or its unknown outcome); conflict when it ended. */
   runtimeReply(callId: string, result: ToolResult): Result<void> {
-    return this.#runtime.reply(callId, result);
+    return this.#calls.reply(callId, result);
   }
 
   /** ExecutorObject: a runtime call's progress, published live; conflict when it ended. */
   runtimeProgress(callId: string, data: unknown): Result<void> {
-    const e = this.#runtime.progress(callId, data, now());
+    const e = this.#calls.progress(callId, data, now());
     if (!e) return { ok: false, error: conflict("the call is not waiting for progress").toBody() };
     this.#subs.publish([e]);
     return { ok: true, value: undefined };
