@@ -13,7 +13,7 @@ export const FAULT_NAMES = [...FAULTS.map((f) => f.name), OVERSIZE];
 
 /**
  * Subscriber budgets of the chaos service: small, so bursts and stalls really cut readers and
- * every cut is followed by a resume the judge checks (the spec's minimum bytes is 4096).
+ * every cut is followed by a resume the judge checks (`subscriber_bytes` is at least 4096).
  */
 export const CHAOS_LIMITS = { subscriber_events: 32, subscriber_bytes: 262_144 };
 

@@ -7,7 +7,7 @@
  * - harness-kill: turns in the killed process end `failed`/`service_error`; others go on.
  * - runner-kill: turns on the lost runner-host end `failed`/`service_error`; the new one serves.
  * - link-drop: SIGHUP restarts the Worker runtime (every socket drops, like a deploy); turns go on
- *   or end in a spec state within the link's grace.
+ *   or end in a documented end state (docs/api.md "Turns") within the link's grace.
  * - stack-kill: SIGKILL of the service and the runner-host, restart on the same data_dir.
  * - slow-consumer: readers stall while a turn bursts; the server may cut them; they resume.
  * - provider-storm: in-flight provider streams are cut and requests get 5xx for a while: turns end

@@ -1,20 +1,20 @@
 /**
  * The verdict on one session after chaos: what a client streamed (over SSE, across every
- * reconnect) against the final JSON page read of the log, and the log against the spec's state
- * table. Pure: fed plain data, unit-tested on its own.
+ * reconnect) against the final JSON page read of the log, and the log against the turn end states
+ * of docs/api.md "Turns". Pure: fed plain data, unit-tested on its own.
  *
  * - lost: a retained event in the log the stream never delivered, one the stream delivered that
  *   the log no longer has, or a `user.message` acknowledged with 202 that is not in the log.
  * - doubled: an event id delivered twice over the stream (a resume that replayed it), or twice in
  *   the log.
  * - misplaced: the stream's order or a cursor differs from the log's.
- * - bad_end: a turn that does not end in a spec state: `session.status` `idle` with its
+ * - bad_end: a turn that does not end in a documented end state: `session.status` `idle` with its
  *   `input_id`, or `session.error` (with its `input_id`) then `session.status` whose status fits
  *   the code (`provider_error` → interrupted, `conflict` → interrupted or closed, any other code →
  *   failed); a turn with no end, an event of a turn after it ended, a `tool.call` without exactly
  *   one later `tool.result`, or a final session status that is not the log's last one.
  * - harmed: a turn the scenario expects to end `idle` (a bystander of another tenant's fault, or a
- *   recovery turn after the fault ended) that ended otherwise, in a spec state or not.
+ *   recovery turn after the fault ended) that ended otherwise, in a documented end state or not.
  */
 import type { Event } from "../src/shared/api-schema.ts";
 
@@ -47,7 +47,7 @@ const ENDS_BY_CODE: Record<string, readonly string[]> = {
   provider_error: ["interrupted"],
   conflict: ["interrupted", "closed"],
 };
-/** Any other code is internal: the spec's table sends it to `failed`. */
+/** Any other code is internal: it ends `failed` (docs/api.md "Turns"). */
 const INTERNAL_END = ["failed"];
 
 export function judgeSession(o: SessionObservation): Verdict {

@@ -3,7 +3,7 @@
  *
  * Starts the service, a runner-host and the loopback peers, injects every fault `runs` times with
  * turns in flight, prints per fault the runs, retained events lost / doubled / misplaced, turns
- * not ending in a spec state (bad_end), turns hurt that should have ended idle (harmed), 5xx
+ * not ending in a documented end state (bad_end), turns hurt that should have ended idle (harmed), 5xx
  * answers and broken-off runs, then stops everything it started. Exit 0 when all are 0, 1 on any
  * violation, 2 on bad usage. The seed is printed first: the same flags replay the same choices.
  */

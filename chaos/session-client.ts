@@ -1,9 +1,9 @@
 /**
  * One session as a chaos client uses it: created with the `echo` tool, followed over SSE from the
  * start, messages sent with an idempotency key (a send cut by a fault is retried with the same
- * key once the service is back, as the spec asks), turns awaited on the stream, resume after an
- * `interrupted` or `failed` turn. At the end it reads the whole log as JSON pages and hands the
- * judge what it saw.
+ * key once the service is back, as docs/api.md "Errors" asks), turns awaited on the stream,
+ * resume after an `interrupted` or `failed` turn. At the end it reads the whole log as JSON pages
+ * and hands the judge what it saw.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Event } from "../src/shared/api-schema.ts";
@@ -13,7 +13,7 @@ import type { SessionObservation } from "./judge.ts";
 /** Attempts for a send or resume that fails on the network or with 429, and the wait between. */
 const ATTEMPTS = 8;
 const ATTEMPT_GAP_MS = 250;
-/** JSON page size of the final read (the spec's maximum). */
+/** JSON page size of the final read (the maximum, docs/api.md "Limits"). */
 const PAGE = 1000;
 
 export type Api = { base: string; gate(): Promise<void> };

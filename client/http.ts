@@ -1,7 +1,8 @@
 /**
  * The client's request layer: bearer auth, JSON bodies, the service's error shape as `ApiError`,
- * and `Retry-After` on `429` (the service never retries by itself; the spec asks clients to wait and
- * retry, reusing the idempotency key, which a retried request body does as it is sent unchanged).
+ * and `Retry-After` on `429` (the service never retries by itself; docs/api.md "Errors" asks clients
+ * to wait and retry, reusing the idempotency key, which a retried request body does as it is sent
+ * unchanged).
  */
 
 export type ClientOptions = {

@@ -1,6 +1,6 @@
 /**
- * The harness processes of one runner-host and who may use them (spec "Runner (harness)",
- * "Limits" `active`; docs/architecture.md "Where each spec concept lives").
+ * The harness processes of one runner-host and who may use them (docs/configuration.md
+ * "Harnesses", "Limits" `active`; docs/architecture.md "Where each concept lives").
  *
  * Owns: the processes per harness name, which session is resident (open) in which process, and
  * one FIFO of requests: "make this session resident" (an open) and "give this session a turn".

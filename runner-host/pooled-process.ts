@@ -2,8 +2,8 @@
  * One harness process as the pool sees it: the `HarnessProcess` client, its tenant (it holds
  * sessions of that tenant only), the provider table it was started with (`init`), and what lives in it: resident sessions, opens in flight, running turns.
  *
- * Its provider table is fixed at start: a changed key means a new process (spec "Runner
- * (harness)": idle runners using the old key are recycled), never `set_keys` on a shared one,
+ * Its provider table is fixed at start: a changed key means a new process (docs/harness-protocol.md
+ * "Commands": a process with no running turn is recycled), never `set_keys` on a shared one,
  * because other sessions in it may still be mid-turn on the old key.
  */
 import { HarnessError, HarnessProcess, type HarnessExit } from "./harness/harness-process.ts";

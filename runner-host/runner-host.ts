@@ -42,7 +42,7 @@ export const SESSION_DROP_MS = 30 * 60_000;
  * covered by the yield).
  */
 export const YIELD_AFTER_MS = 1_000;
-/** How a turn running at shutdown ends (spec "Operational behaviour", "Session errors"). */
+/** How a turn running at shutdown ends (docs/api.md "Turns", "Shutdown and readiness"). */
 const SHUTDOWN_END: TurnEnd = { status: "interrupted", error: { code: "conflict", message: "the service is shutting down" } };
 
 export type RunnerHostOptions = {

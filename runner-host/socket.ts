@@ -70,10 +70,10 @@ export function dial(baseUrl: string, path: string, secret: string, query: Recor
   return ws;
 }
 
-/** Bytes of a refused upgrade's body read for its error message: the spec's error shape is small. */
+/** Bytes of a refused upgrade's body read for its error message: the service's error shape is small. */
 const MAX_REFUSAL_BODY = 4096;
 
-/** `error.message` of a body in the spec's error shape, or "" for anything else. */
+/** `error.message` of a body in the service's error shape (docs/api.md "Errors"), or "" for anything else. */
 function errorMessage(body: string): string {
   const m = (parseJson(body) as { error?: { message?: unknown } } | undefined)?.error?.message;
   return typeof m === "string" ? m.slice(0, 500) : "";

@@ -1,6 +1,6 @@
 /**
- * OpenTelemetry of the runner-host (spec "Operational behaviour"). The runner-host is the one
- * long-lived Node process, so the spec's OTel contract lives here (research cloudflare.md §7).
+ * OpenTelemetry of the runner-host (docs/design-notes.md "Telemetry"). The runner-host is the one
+ * long-lived Node process, so the traces and most metrics are recorded here.
  *
  * Exports only when `OTEL_EXPORTER_OTLP_ENDPOINT` is set in the runner-host's environment: spans in
  * batches and metrics every 15 s, over OTLP/HTTP, under resource `service.name=svc`. Without it

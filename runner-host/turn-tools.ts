@@ -134,8 +134,8 @@ export class TurnTools {
 
   /**
    * Runs a host call to its result and answers it; never throws. The call is dispatched only once
-   * the object has acknowledged its `tool_call` (seq `announced`): the spec's `tool.call` is
-   * emitted "before dispatch", so anything the tool reads back (an inspected session) has it.
+   * the object has acknowledged its `tool_call` (seq `announced`): the `tool.call` event is
+   * recorded before dispatch, so anything the tool reads back (an inspected session) has it.
    */
   async #execute(c: Call, args: Record<string, unknown>, tool: HostTool, withCredential: boolean, announced: number): Promise<void> {
     if (!(await this.#recorded(announced))) {

@@ -181,13 +181,14 @@ export class Turn {
       case "assistant.message": {
         this.#deltas.flush();
         const { usage, stop_reason, model } = e;
-        // A harness's output never carries the key it was given (spec "Authentication"), whatever it echoes.
+        // A harness's output never carries the key it was given, whatever it echoes
+        // (docs/harness-protocol.md "Events").
         const text = redactValues(e.text, this.#o.secrets());
         this.#noteOutput();
         this.#o.link.send({ t: "assistant", turn: this.id, text, usage, stop_reason });
         const want = this.#slot!.model;
         if (model.provider !== want.provider || model.id !== want.id) {
-          // Spec "Model availability": a fallback to another model fails the turn.
+          // A fallback to another model fails the turn (docs/configuration.md "Providers").
           const message = `the harness answered with model ${model.provider}/${model.id} instead of ${want.provider}/${want.id}`;
           this.interrupt({ status: "failed", error: { code: "service_error", message } });
         }

@@ -2,7 +2,7 @@
  * The host configuration built into the Worker bundle by `svc deploy`
  * (runner-host/cli/deploy/deploy-command.ts).
  * The deploy writes a small entry module that installs the file's text here and re-exports
- * src/index.ts, so a configuration of any size up to the spec's 4 MiB reaches the Worker without a
+ * src/index.ts, so a configuration of any size up to its 4 MiB limit reaches the Worker without a
  * variable (Workers variables and secrets hold at most 5 KB each). The local stack and the tests
  * install nothing and bind `HOST_CONFIG` instead.
  */

@@ -14,6 +14,7 @@ export const END_STREAMS_PATH = "/internal/streams/end";
 
 /**
  * How long a shutdown waits for open event streams to take their last events, ms. A client that
- * has not read them by then is cut: the whole stop stays within the spec's "about 20 seconds".
+ * has not read them by then is cut: the whole stop stays within "about 20 s" (docs/api.md
+ * "Shutdown and readiness").
  */
 export const STREAM_END_MS = 5_000;

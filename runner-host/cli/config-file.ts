@@ -1,5 +1,5 @@
 /**
- * Reads the host configuration file for the `svc` command (spec "Host configuration file"):
+ * Reads the host configuration file for the `svc` command (docs/configuration.md):
  * at most 4 MiB, UTF-8 JSON, parsed by the shared schema, then its environment variables checked.
  * Relative paths (the file's own and `data_dir`) resolve from the process working directory.
  */

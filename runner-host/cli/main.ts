@@ -1,5 +1,5 @@
 /**
- * The `svc` command (spec "Operational behaviour": `-config <path>`, `-check`), and its deployment
+ * The `svc` command (`-config <path>`, `-check`: docs/configuration.md), and its deployment
  * subcommands (`deploy`, `secrets`, `runner-config`: runner-host/cli/deploy/). Go-style flags:
  * one or two dashes, `-name value` or `-name=value`. Exit codes: 0 ok, 1 invalid configuration
  * or a failed start, 2 bad usage. The modules that start things are imported only when used, so

@@ -1,7 +1,7 @@
 /**
  * `svc runner -config <path>`: a runner-host on its own, dialling the configured service
  * (`public_url`) with the secret named by `runners.token_env`, announcing its region. Runs until
- * SIGINT/SIGTERM, then drains (spec "Operational behaviour": exit within about 20 seconds).
+ * SIGINT/SIGTERM, then drains (docs/api.md "Shutdown and readiness": exit within about 20 s).
  *
  * Operations: one runner-host per `data_dir` (a lock; a second one exits 1 naming the holder);
  * `<data_dir>/status.json` for health checks (`svc runner -status`); loud error logs when the
@@ -21,7 +21,10 @@ import { persistedRunnerId } from "./runner-id.ts";
 import { insecureSecretTarget } from "../socket.ts";
 import { readStatus, startStatusFile } from "./status-file.ts";
 
-/** Hard deadline for the drain after a signal, ms: the spec's "about 20 seconds", with margin. */
+/**
+ * Hard deadline for the drain after a signal, ms: "about 20 s" (docs/api.md "Shutdown and
+ * readiness"), with margin.
+ */
 const EXIT_DEADLINE_MS = 18_000;
 /**
  * Refusals in a row after which `svc runner` gives up (exit 1). With the reconnect backoff (100 ms

@@ -6,14 +6,14 @@
  * private directory holding its cwd, HOME and TMPDIR (owned by the child's user, removed when it exits), the correlation table of in-flight requests and the per-session event
  * listeners.
  * Invariants:
- * - The child's environment is exactly PATH, HOME, TMPDIR and LANG (spec "Runner (harness)":
- *   ambient host variables are stripped). Provider keys travel only inside `init`/`set_keys`
- *   on stdin, and are redacted from re-logged stderr.
+ * - The child's environment is exactly PATH, HOME, TMPDIR and LANG (docs/harness-protocol.md
+ *   "The process": ambient host variables are stripped). Provider keys travel only inside
+ *   `init`/`set_keys` on stdin, and are redacted from re-logged stderr.
  * - Every request settles: with its response, or with a HarnessError on timeout, framing
  *   violation or exit. Nothing is left hanging when the child dies.
  * - Any framing violation (unparsable line, unknown type, unknown field, response to an id we
  *   never sent, anything before `ready`) kills the process and is reported as
- *   `framing_violation` (spec "States and transitions").
+ *   `framing_violation` (docs/harness-protocol.md "Transport").
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { accessSync, constants, existsSync } from "node:fs";
@@ -458,8 +458,8 @@ export class HarnessProcess {
 
 /**
  * `node` → this Node binary; relative paths that exist under `baseDir` → absolute, because the
- * child runs in its private directory (spec "Host configuration file": relative paths resolve from
- * the process working directory).
+ * child runs in its private directory (docs/configuration.md: relative paths resolve from the
+ * process working directory).
  */
 export function resolveCommand(command: readonly string[], baseDir: string): string[] {
   if (command.length === 0 || !command[0]) throw new Error("harness command is empty");

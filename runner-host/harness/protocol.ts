@@ -10,7 +10,7 @@
  * - harness → runner-host, unsolicited: `ready` (first line), per-session events carrying
  *   `session` and `turn`, and `fatal` (the harness is about to exit 2).
  * Every object is strict: an unknown field, an unknown `op`/`type` or a wrong type is a framing
- * violation, which ends the process (spec "States and transitions": stdio framing violation).
+ * violation, which ends the process (docs/harness-protocol.md "Transport").
  */
 import { z } from "zod";
 import { REASONING_EFFORTS } from "../../src/shared/api-schema.ts";
@@ -58,7 +58,7 @@ export const ProviderConfigSchema = z.strictObject({
 });
 export type ProviderConfig = z.infer<typeof ProviderConfigSchema>;
 
-/** Reasoning effort as the spec names it; omitted or empty means `off` (docs/api.md "Sessions"). */
+/** Reasoning effort as the API names it; omitted or empty means `off` (docs/api.md "Sessions"). */
 export const EffortSchema = z.enum(["", ...REASONING_EFFORTS]);
 export type Effort = z.infer<typeof EffortSchema>;
 

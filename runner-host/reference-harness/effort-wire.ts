@@ -2,11 +2,11 @@
  * Whether a reasoning effort reaches the provider at all. pi-ai's catalog lists every level for some
  * models whose transport then sends no effort parameter (pi 0.73.1: xAI's and Moonshot's models,
  * GitHub Copilot's Gemini and Grok, Bedrock's non-Anthropic models): the request for `high` is the
- * request for no effort, and the model reasons at its provider's default — a silent downgrade the
- * spec forbids. Which transports take the parameter is pi's private per-provider rule, so pi is
- * asked: its own request builder makes the request (`onPayload` sees it and stops it before any
- * network call), once with the level and once without, and identical requests mean the level is
- * not sent. One pair per model and level per process (cached).
+ * request for no effort, and the model reasons at its provider's default — a silent downgrade,
+ * which the service never makes (docs/api.md "Sessions"). Which transports take the parameter is
+ * pi's private per-provider rule, so pi is asked: its own request builder makes the request
+ * (`onPayload` sees it and stops it before any network call), once with the level and once
+ * without, and identical requests mean the level is not sent. One pair per model and level per process (cached).
  */
 import { streamSimple, type Api, type Model, type ThinkingLevel as WireLevel } from "@mariozechner/pi-ai";
 import type { ThinkingLevel } from "@mariozechner/pi-agent-core";

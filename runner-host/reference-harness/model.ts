@@ -2,7 +2,7 @@
  * Model and reasoning-effort resolution for the reference harness.
  *
  * - The model comes from pi-ai's offline catalog and nowhere else: an unknown id is
- *   `model_unavailable`, never a substitute (spec "Model availability").
+ *   `model_unavailable`, never a substitute (docs/configuration.md "Providers").
  * - `base_url`/`api` overrides go on a COPY: `getModels()` hands out the shared registry objects.
  * - pi-ai clamps unsupported thinking levels silently, so the effort is checked here first and
  *   rejected with `effort_unsupported` (docs/harness-protocol.md "The reference harness").
@@ -77,7 +77,7 @@ export function resolveModel(ref: string, providers: Record<string, ProviderConf
 }
 
 /**
- * The pi thinking level for a spec effort, or `effort_unsupported`. Omitted or empty is `off`.
+ * The pi thinking level for a reasoning effort, or `effort_unsupported`. Omitted or empty is `off`.
  * - A level pi does not list for the model is unsupported (pi would clamp it).
  * - A level whose wire value names a LOWER pi level would be a silent downgrade: unsupported.
  *   Upward mappings (e.g. `minimal` sent as `low`) are allowed.
@@ -98,7 +98,7 @@ export function effortUnsupported(wanted: string, ref: string, supported: readon
   );
 }
 
-/** Spec efforts the model accepts under the rules of `resolveEffort`. */
+/** Reasoning efforts the model accepts under the rules of `resolveEffort`. */
 export function supportedEfforts(model: Model<Api>): ReasoningEffort[] {
   return REASONING_EFFORTS.filter((e) => toPiLevel(model, e) !== undefined);
 }

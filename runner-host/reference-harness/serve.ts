@@ -186,7 +186,8 @@ function handle(cmd: Command): void {
     return send({ type: "response", id: cmd.id, ok: false, error });
   }
   send({ type: "response", id: cmd.id, ok: true, result });
-  // Side effects that emit events come after the response (§7: `run` is answered first).
+  // Side effects that emit events come after the response (docs/harness-protocol.md "Envelope":
+  // `run` is answered first).
   if (cmd.op === "run") sessions.get(cmd.session)!.run(cmd.turn, cmd.text);
   if (cmd.op === "shutdown") exit(0);
 }

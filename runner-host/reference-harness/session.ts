@@ -19,7 +19,7 @@ import { CallIds, deltaPieces, MAX_DELTA_CHARS, oversizeLine } from "./line-limi
 import { CommandError, effortUnsupported, resolveEffort, resolveModel, splitModelRef, supportedEfforts } from "./model.ts";
 import { makeAgentTools, PendingCalls, toServiceContent, withRealSchemas, type ToolDetails } from "./tools.ts";
 
-/** System prompt when the session has no instructions (spec SessionConfig `instructions`). */
+/** System prompt when the session has no instructions (`config.instructions` omitted). */
 export const DEFAULT_INSTRUCTIONS = "You are a helpful assistant.";
 const NATIVE_ROLES = new Set(["user", "assistant", "toolResult"]);
 
@@ -143,7 +143,7 @@ export class Session {
     );
   }
 
-  /** Fails the turn (`service_error`, spec "Model availability") when pi would not send the effort. */
+  /** Fails the turn (`service_error`, docs/api.md "Sessions") when pi would not send the effort. */
   async #afterEffortCheck<T>(ref: string, wanted: string, stream: () => T): Promise<T> {
     if ((await this.#effortCheck) === false) {
       const sent = await Promise.all(

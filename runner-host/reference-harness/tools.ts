@@ -2,7 +2,7 @@
  * Tools are delegated: the harness never runs or validates one (docs/harness-protocol.md
  * "The reference harness").
  * - Each AgentTool has an accept-all `parameters: {}`, so pi neither rejects nor coerces
- *   arguments; the service is the only validator (spec "Tool errors": schema failures are its
+ *   arguments; the service is the only validator (docs/api.md "Tools": schema failures are its
  *   `tool.result is_error`).
  * - `withRealSchemas` puts the real JSON Schemas back into the provider request.
  * - `execute` parks the call until the service answers with `tool_result`, or the turn's abort

@@ -24,7 +24,7 @@ export async function executeHostTool(tool: HostTool, req: ToolCallRequest, ctx:
 }
 
 /**
- * Spec "Tool errors": a Result over `max_output_bytes` is an error with an unknown outcome (the
+ * A Result over `max_output_bytes` is an error with an unknown outcome (docs/api.md "Tools"; the
  * tool ran). Measured as the UTF-8 length of the Result's JSON, the form it is recorded in. Both
  * transports have already counted the raw response bytes, progress included, which are at least
  * this in practice; this check is the floor any future transport gets for free.

@@ -2,8 +2,7 @@
  * One host tool call over the native HTTP/SSE wire (docs/api.md "Tools"): `POST url`
  * with `{"call_id","tool","arguments","scope"?}`; the answer is either `application/json` holding a
  * Result, or `text/event-stream` with `progress` frames and one final `result` frame. Every outcome
- * becomes a Result; this function does not throw. Calls are never retried (spec "Outbound tool
- * calls").
+ * becomes a Result; this function does not throw. Calls are never retried (docs/api.md "Tools").
  */
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { validateInput } from "./json-schema.ts";

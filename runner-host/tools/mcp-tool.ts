@@ -1,6 +1,6 @@
 /**
- * One host tool call to a remote MCP tool over Streamable HTTP (spec "Tool binding": `mcp_tool`),
- * mapped to a spec Result. The unknown_outcome line is `tools/call`: a failure while connecting
+ * One host tool call to a remote MCP tool over Streamable HTTP (`mcp_tool`, docs/api.md "Tools"),
+ * mapped to a Result. The unknown_outcome line is `tools/call`: a failure while connecting
  * (initialize) leaves it absent, a failure once that request may have reached the server sets it.
  *
  * Cost: one client per call, nothing pooled. A call is an initialize POST, the initialized
@@ -205,7 +205,7 @@ function progressData(p: Progress): Record<string, unknown> {
   return data;
 }
 
-/** Spec Content is text or image; other MCP content becomes a text line saying what it was. */
+/** Result content is text or image; other MCP content becomes a text line saying what it was. */
 function toContent(block: ContentBlock): ContentItem {
   switch (block.type) {
     case "text":

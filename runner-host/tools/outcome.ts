@@ -1,8 +1,8 @@
 /**
  * What both transports share about outcomes: the error results the runner-host writes itself, the
  * check of a Result a tool sent, the per-call budget (timeout, interrupt, output cap), and which
- * network failures prove the request never left (spec "Errors › Tool errors"; docs/api.md "Tools"
- * for the unknown_outcome table).
+ * network failures prove the request never left (docs/api.md "Tools", with the unknown_outcome
+ * table).
  */
 import { validateOutput } from "./json-schema.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
@@ -14,7 +14,7 @@ const ours = new WeakSet<ToolResult>();
 
 /**
  * An error result with a short human message. `unknownOutcome` is true when the request may have
- * reached the tool; otherwise the field is left out (spec: "absent or false").
+ * reached the tool; otherwise the field is left out (absent means the tool did not act).
  */
 export function errorResult(message: string, unknownOutcome: boolean): ToolResult {
   const result: ToolResult = { content: [{ type: "text", text: message }], is_error: true };
@@ -38,7 +38,7 @@ export function jsonBytes(value: unknown): number {
 }
 
 /**
- * Checks a tool's answer against spec Result (objects allow no additional properties) and returns
+ * Checks a tool's answer against the Result schema (objects allow no additional properties) and returns
  * a fresh object, so nothing the tool sent beyond the Result fields is carried along.
  */
 export function parseResult(value: unknown): { result: ToolResult } | { problem: string } {
@@ -47,8 +47,8 @@ export function parseResult(value: unknown): { result: ToolResult } | { problem:
 }
 
 /**
- * Applies the tool's `output_schema` to a successful result (spec: "Applies to successful
- * `structured_content` only"; error results bypass it). A success without `structured_content`
+ * Applies the tool's `output_schema` to a successful result's `structured_content` only; error
+ * results bypass it (docs/configuration.md "Tools"). A success without `structured_content`
  * fails too, as MCP requires of tools that declare an output schema. The tool did run, so a
  * failure here has an unknown outcome.
  */

@@ -1,11 +1,11 @@
 /**
  * Shapes of one host tool call as the runner-host executes it: the request coming from the turn
- * and the per-call context (spec "Call"). The tool (`HostTool`) is the parsed host configuration
- * entry (src/shared/config-tools.ts); every outcome becomes a spec Result (`ToolResult`,
+ * and the per-call context. The tool (`HostTool`) is the parsed host configuration
+ * entry (src/shared/config-tools.ts); every outcome becomes a Result (`ToolResult`,
  * src/shared/result-schema.ts).
  */
 
-/** Spec ToolScope: sent to tools that enable session inspection. */
+/** ToolScope (docs/api.md "Tools"): sent to tools that enable session inspection. */
 export type ToolScope = {
   tenant_id: string;
   session_id: string;
@@ -23,7 +23,7 @@ export type ToolCallRequest = {
 };
 
 export type ToolCallContext = {
-  /** W3C traceparent of the turn; forwarded when well-formed (spec "Operational behaviour"). */
+  /** W3C traceparent of the turn; forwarded when well-formed (docs/api.md "Tools"). */
   traceparent?: string;
   /** Aborted when the turn is interrupted. */
   signal: AbortSignal;

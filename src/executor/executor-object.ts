@@ -1,5 +1,5 @@
 /**
- * ExecutorObject: one registered executor (spec "Executors"): its token digest, its current
+ * ExecutorObject: one registered executor (docs/api.md "Executors"): its token digest, its current
  * connection (an SSE command stream relayed by the Worker, or an RPC WebSocket), and the calls it
  * owes an answer for. Object name: the executor id.
  *

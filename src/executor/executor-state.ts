@@ -166,7 +166,7 @@ export class ExecutorState {
   }
 }
 
-/** The result of a call whose executor may or may not have acted on it (spec "Tool errors"). */
+/** The result of a call whose executor may or may not have acted on it (docs/api.md "How a runtime call ends"). */
 export function lostResult(why: string): ToolResult {
   return { content: [{ type: "text", text: `the executor call ended without a result: ${why}` }], is_error: true, unknown_outcome: true };
 }

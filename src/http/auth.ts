@@ -1,4 +1,4 @@
-/** Bearer tokens → principals, and the permission rules of spec "Authentication". */
+/** Bearer tokens → principals, and the permission rules of docs/api.md "Authentication". */
 import type { MiddlewareHandler } from "hono";
 import { forbidden, unauthorized } from "../shared/errors.ts";
 import { sha256Hex } from "../shared/ids.ts";
@@ -12,7 +12,7 @@ const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
  * The token of an `Authorization: Bearer <token>` header (scheme in any case), or undefined. Not
  * hono's bearerAuth: it admits only RFC 6750 token characters, so a configured secret holding any
  * other character could never authenticate, and it answers a malformed header with 400 where the
- * spec wants 401 forbidden (docs/design-notes.md "Kept libraries").
+ * service answers 401 forbidden (docs/design-notes.md "Kept libraries").
  */
 export function bearerToken(header: string | undefined): string | undefined {
   return BEARER.exec(header ?? "")?.[1];

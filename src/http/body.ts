@@ -11,7 +11,7 @@ import { issueSummary } from "../shared/zod-issues.ts";
 import { unkeptValues } from "../shared/json-values.ts";
 import { duplicateMember, nestingExceeds } from "./json-text.ts";
 
-/** Spec "Limits": the body cap is `limits.input_bytes` plus this many bytes of envelope. */
+/** The body cap is `limits.input_bytes` plus this many bytes of envelope (docs/api.md "Limits"). */
 export const BODY_OVERHEAD_BYTES = 16 * 1024;
 /**
  * Deepest nesting of arrays and objects a request body may have, levels. Schema checks, JSON

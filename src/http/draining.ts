@@ -1,6 +1,6 @@
 /**
- * Shutdown (spec "Operational behaviour": on SIGINT or SIGTERM the service stops accepting new
- * work). New work is refused with `429 overloaded`, and readiness fails, once either
+ * Shutdown (docs/api.md "Shutdown and readiness": on SIGINT or SIGTERM the service stops accepting
+ * new work). New work is refused with `429 overloaded`, and readiness fails, once either
  * - this isolate was told the stack is shutting down (`POST /internal/drain`, the local stack's
  *   first step on a signal: at once, before its runner-host drains), or
  * - every connected runner-host is draining, as read from the isolate's fleet snapshot

@@ -1,4 +1,4 @@
-/** The one place where errors become HTTP responses (spec "Errors › HTTP error body"). */
+/** The one place where errors become HTTP responses (docs/api.md "Errors"). */
 import { HTTPException } from "hono/http-exception";
 import { ServiceError } from "../shared/errors.ts";
 import { log } from "../log.ts";

@@ -3,7 +3,7 @@ import type { Context } from "hono";
 import { invalid, notFound } from "../shared/errors.ts";
 import { isId } from "../shared/ids.ts";
 
-/** Spec "Pagination limit": 1 to 1000, default 100. */
+/** Page `limit`: 1 to 1000, default 100 (docs/api.md "Limits"). */
 export const DEFAULT_PAGE = 100;
 export const MAX_PAGE = 1000;
 

@@ -1,6 +1,7 @@
 /**
- * SyncBacklog: the deployment's count of sessions waiting to upload (spec "Limits": a full
- * persistence queue gives `429 overloaded` on new writes and `503` on readiness).
+ * SyncBacklog: the deployment's count of sessions waiting to upload (docs/configuration.md
+ * "Persistence": a full `persistence.queue` gives `429 overloaded` on new writes and `503` on
+ * readiness).
  *
  * A session joins when it first has something to upload and leaves when storage has caught up, so
  * this object sees two calls per dirty period of a session, not one per event. `enter` without

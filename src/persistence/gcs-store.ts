@@ -1,9 +1,9 @@
 /**
  * `gcs` through the Cloud Storage JSON API with a service-account credential.
  *
- * The spec allows no keys in the `gcs` settings, so the credential is the service account's JSON
- * key file, held whole in the environment variable GCS_SERVICE_ACCOUNT (a Worker secret when
- * deployed). The uploader signs an RS256 JWT with its private key (WebCrypto), exchanges it at the
+ * The `gcs` settings take no key variables (docs/configuration.md "Persistence"), so the
+ * credential is the service account's JSON key file, held whole in the environment variable
+ * GCS_SERVICE_ACCOUNT (a Worker secret when deployed). The uploader signs an RS256 JWT with its private key (WebCrypto), exchanges it at the
  * key file's `token_uri` for an access token (cached until a minute before it expires) and sends
  * that as a bearer token. STORAGE_EMULATOR_HOST (the official clients' convention) points the API
  * at another base URL, for a local emulator.

@@ -1,5 +1,6 @@
 /**
- * Finding a session before addressing its object (spec "Get a session"): addressing a Durable
+ * Finding a session before addressing its object (docs/api.md "Flush, sync, restore": a session in
+ * storage is loaded by any request naming it): addressing a Durable
  * Object creates its storage, so a lookup of an id that exists nowhere must not reach one. The
  * tenant index answers for sessions of this deployment; with persistence, a session it lacks is
  * looked up in external storage (`latest.json`), loaded into its object and then indexed.

@@ -280,7 +280,7 @@ export class SessionSync {
     await this.#round(c);
   }
 
-  /** Load (spec "Get a session"): the session from its `latest.json`; false when storage lacks it. */
+  /** Load (docs/api.md "Flush, sync, restore"): the session from its `latest.json`; false when storage lacks it. */
   async load(tenant: string, id: string): Promise<boolean> {
     const rt = await getRuntime(this.#env);
     const p = rt.config.persistence;

@@ -1,5 +1,5 @@
 /**
- * The one interface every persistence provider implements (spec "Persistence settings"). The
+ * The one interface every persistence provider implements (docs/configuration.md "Persistence"). The
  * uploader only ever creates immutable objects, overwrites one small pointer per session, reads
  * objects back for restore and load, and deletes what a restore cut off.
  */

@@ -15,7 +15,10 @@ import { contentHash, type Layout } from "./layout.ts";
 import { MANIFEST_FORMAT, type BlockRef, type CheckpointRef, type Manifest } from "./manifest.ts";
 import { encoder, type ObjectStore } from "./store.ts";
 
-/** Spec "Persistence": transcript blocks of at most 64 KiB (a longer single line gets a block alone). */
+/**
+ * Transcript blocks of at most 64 KiB; a longer single line gets a block alone
+ * (docs/design-notes.md "Persistence").
+ */
 export const BLOCK_BYTES = 64 * 1024;
 /** Blocks per round, so one alarm stays far below the platform's 15 min and others get a turn. */
 export const ROUND_BLOCKS = 256;

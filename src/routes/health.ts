@@ -1,6 +1,6 @@
 /**
- * Public health endpoints (spec "Health"). Readiness needs a connected runner-host that is not
- * draining, in any region, and a stack that is not shutting down (src/http/draining.ts); it reads the isolate's fleet snapshot, not every pool on every probe.
+ * Public health endpoints (docs/api.md "Shutdown and readiness"). Readiness needs a connected
+ * runner-host that is not draining, in any region, and a stack that is not shutting down (src/http/draining.ts); it reads the isolate's fleet snapshot, not every pool on every probe.
  * With persistence it also needs a finished startup scan and an upload backlog below
  * `persistence.queue`.
  */

@@ -136,7 +136,7 @@ sessions.post("/:id/resume", async (c) => {
   return c.json(unwrap(await stub.resume()));
 });
 
-/** Flush, sync and restore need `persistence` (spec: `422 unsupported` without it). */
+/** Flush, sync and restore need `persistence` (docs/api.md "Flush, sync, restore": `422` without it). */
 function requirePersistence(c: AppContext): void {
   if (c.get("runtime").config.persistence === null) {
     throw unsupported("flush, sync and restore need persistence in the host configuration");

@@ -206,7 +206,7 @@ export class RunnerPool extends DurableObject<Env> {
 
   /**
    * The local stack is shutting down whole: every session waiting here for room ends its queued
-   * input (spec "States and transitions": shutdown interrupts queued input). Returns how many.
+   * input (docs/api.md "Turns": shutdown interrupts queued input). Returns how many.
    */
   async endWaiting(reason: string): Promise<number> {
     const sql = this.ctx.storage.sql;

@@ -1,6 +1,6 @@
 /**
- * Tool bindings of a session (spec `ToolBinding`), as resolved at create and stored with the
- * session. A binding groups tools under an alias:
+ * Tool bindings of a session (`ToolBinding`, docs/api.md "Bindings"), as resolved at create and
+ * stored with the session. A binding groups tools under an alias:
  * - `provider` names a host tool whose calls this binding routes (a credential override for the
  *   alias replaces that tool's `token_env` bearer for this session);
  * - `runtime` lists the descriptors its executor (`executor`) serves;

@@ -1,5 +1,5 @@
 /**
- * The creation rules of spec "Create a session", applied in the Worker before any object is
+ * The creation rules of docs/api.md "Sessions", applied in the Worker before any object is
  * touched. Returns what the SessionObject stores.
  */
 import type { CreateSession, Tool } from "../shared/api-schema.ts";
@@ -100,7 +100,10 @@ export async function prepareSession(rt: Runtime, tenant: string, body: CreateSe
   return { id, tenant, harness: body.harness, config: body.config, descriptors, credentials, bindings };
 }
 
-/** Spec rule 3: split on the first `/`; the prefix must be configured and its key non-empty. */
+/**
+ * Split on the first `/`; the prefix must be configured and its key non-empty
+ * (docs/configuration.md "Providers").
+ */
 function checkModel(rt: Runtime, model: string): void {
   const slash = model.indexOf("/");
   if (slash <= 0 || slash === model.length - 1) {

@@ -1,5 +1,5 @@
 /**
- * Private credential overrides (spec "CreateSession", Authentication 10): AES-256-GCM with the
+ * Private credential overrides (docs/api.md "Sessions", "Credential overrides"): AES-256-GCM with the
  * active `credential_keys` key; the additional data binds each ciphertext to its tenant, session
  * and alias, so a ciphertext copied anywhere else fails to decrypt. Values never leave encrypted
  * except toward the tool call that uses them.

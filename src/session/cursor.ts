@@ -13,7 +13,7 @@ const VERSION = 1;
 const PAYLOAD_BYTES = 1 + 4 + 6;
 /** Truncated MAC length, bytes: 128 bits is plenty against guessing and keeps cursors at 36 chars. */
 const MAC_BYTES = 16;
-/** Spec "Cursors": longer cursors are rejected before any decoding. */
+/** Longer cursors are rejected before any decoding (docs/api.md "Cursors"). */
 export const MAX_CURSOR_BYTES = 512;
 
 export type Position = { epoch: number; seq: number };

@@ -3,7 +3,7 @@
  *
  * Storage layout: `events` holds one row per retained event with its NDJSON line (the envelope
  * without `cursor`) in `data`; a line larger than CHUNK_BYTES leaves `data` NULL and is stored as
- * UTF-8 slices in `event_chunks` (the platform caps a row at 2 MB, the spec allows 4 MiB records).
+ * UTF-8 slices in `event_chunks` (the platform caps a row at 2 MB, a record may be 4 MiB).
  * `seq` is the position that cursors encode; `end_offset` is the byte offset just past the line in
  * the session's NDJSON history (the unit of checkpoints and `session_bytes`).
  *
@@ -14,7 +14,7 @@ import type { Event } from "../shared/api-schema.ts";
 import { concatBytes } from "../shared/bytes.ts";
 import { newId } from "../shared/ids.ts";
 
-/** Spec "Events": a retained record is at most 4 MiB (its NDJSON line, in bytes). */
+/** A retained record is at most 4 MiB (its NDJSON line, in bytes; docs/api.md "Limits"). */
 export const MAX_RECORD_BYTES = 4 * 1024 * 1024;
 /**
  * Byte budget of one read (a JSON page or an SSE replay batch), counted in NDJSON line bytes: RPC

@@ -109,8 +109,9 @@ export class SessionState {
   }
 
   /**
-   * Send input (spec "Send input"). A repeated idempotency key returns the original event whatever
-   * the session's state now; a new `user.message` is recorded and queued for its turn.
+   * Send input (docs/api.md "Sending input"). A repeated idempotency key returns the original
+   * event whatever the session's state now; a new `user.message` is recorded and queued for its
+   * turn.
    */
   send(input: Input, limits: Limits, now: string, traceparent?: string): Change<Event | Status> {
     const r = this.require();
@@ -288,7 +289,7 @@ export class SessionState {
     }
     if (pos.epoch < r.epoch) {
       // A restore (or a load from storage) cut the log since this cursor was issued: positions up
-      // to the cut are the same events; past it they were lost (spec "Cursors").
+      // to the cut are the same events; past it they were lost (docs/api.md "Flush, sync, restore").
       const cut = this.#storage.sql
         .exec<{ s: number | null }>("SELECT MIN(last_seq) AS s FROM epoch_cuts WHERE epoch >= ?", pos.epoch)
         .one().s;

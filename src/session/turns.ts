@@ -1,6 +1,6 @@
 /**
  * Turn execution on the object side: which input runs, what a runner-host's messages do to the
- * log, and how a turn ends (spec "States and transitions", docs/api.md "Events").
+ * log, and how a turn ends (docs/api.md "Turns", "Events").
  *
  * Storage: `inputs.state` is `queued` or `running` (at most one running); `open_calls` holds tool
  * calls without a result; `native` the harness state; `checkpoints` one row per completed turn.
@@ -108,7 +108,8 @@ export class Turns {
       case "open_failed": {
         this.#s.set({ link_state: "none" });
         // The turn that needed the harness cannot run: it begins (`running`, as every turn does:
-        // the spec fails an unsupported model from `running`), fails, and later inputs are cancelled.
+        // an unsupported model fails from `running`, docs/api.md "Turns"), fails, and later inputs
+        // are cancelled.
         const first = this.#sql.exec<{ seq: number; event_id: string }>("SELECT seq, event_id FROM inputs ORDER BY seq LIMIT 1").toArray()[0];
         if (!first) return { events: [], detached: true };
         this.#sql.exec("UPDATE inputs SET state = 'running' WHERE seq = ?", first.seq);

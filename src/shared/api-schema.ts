@@ -1,5 +1,5 @@
 /**
- * Request and response bodies of the HTTP interface (spec "Resources and their fields").
+ * Request and response bodies of the HTTP interface (docs/api.md "The contract").
  * Requests are strict: unknown fields are `400 invalid_request`. Responses are described by the
  * same kind of schema: the service never parses them, but the OpenAPI document, the typed client
  * and the tests' response validation all come from here.
@@ -12,11 +12,11 @@ import { ID_ANY_CASE_PATTERN } from "./ids.ts";
 
 export { SESSION_STATUSES, type SessionStatus };
 
-/** Spec reasoning efforts, lowest first; `""` (or omitted) in a request means `off`. */
+/** Reasoning efforts, lowest first (docs/api.md "Sessions"); `""` (or omitted) in a request means `off`. */
 export const REASONING_EFFORTS = ["off", "minimal", "low", "medium", "high", "xhigh", "max"] as const;
 export type ReasoningEffort = (typeof REASONING_EFFORTS)[number];
 
-/** Spec "Model ID: 1 to 256 characters". */
+/** `config.model` is 1 to 256 characters (docs/api.md "Limits"). */
 export const MAX_MODEL_CHARS = 256;
 
 const jsonSchemaValue = z.record(z.string(), z.unknown());

@@ -1,6 +1,6 @@
 /**
- * Checks the environment variables a parsed host configuration names (spec "Host configuration
- * file", "Authentication" 1 and 10). Runs at Worker startup and in `svc -check`, so it uses only
+ * Checks the environment variables a parsed host configuration names (docs/configuration.md
+ * "Fields" and "Environment"). Runs at Worker startup and in `svc -check`, so it uses only
  * web-standard APIs. Problems name the field and the variable, never the value.
  */
 import { formatPath } from "./zod-issues.ts";
@@ -9,9 +9,9 @@ import { DEFAULT_RUNNER_SECRET_VAR } from "../runtime-constants.ts";
 import { fromBase64 } from "./base64.ts";
 import { serviceAccountProblem } from "../persistence/gcs-store.ts";
 
-/** Spec Authentication 1: a token secret is at least 24 bytes. */
+/** A token secret is at least 24 bytes (docs/configuration.md "Tokens"). */
 export const MIN_SECRET_BYTES = 24;
-/** Spec "Host configuration file" `credential_keys`: a base64 32-byte (AES-256) key. */
+/** `credential_keys`: a base64 32-byte (AES-256) key (docs/configuration.md "Credential keys"). */
 export const CREDENTIAL_KEY_BYTES = 32;
 
 type Env = Record<string, string | undefined>;

@@ -1,7 +1,8 @@
 /**
- * Field builders and problem wording shared by the host configuration schema (spec "Host
- * configuration file"). Every rule here produces a plain sentence; `issueLines` (zod-issues.ts)
- * prefixes it with the field path, so an operator reads `limits.queue: must be between 1 and 1024`.
+ * Field builders and problem wording shared by the host configuration schema
+ * (docs/configuration.md "Fields"). Every rule here produces a plain sentence; `issueLines`
+ * (zod-issues.ts) prefixes it with the field path, so an operator reads
+ * `limits.queue: must be between 1 and 1024`.
  * Pure: imported by the Worker and by Node.
  */
 import { z } from "zod";
@@ -19,7 +20,7 @@ export const nonEmpty = z.string().min(1, { error: "must not be empty" });
 /** Names an environment variable; only its presence in the file is checked here (see config-env.ts). */
 export const envName = z.string().min(1, { error: "must name an environment variable" });
 
-/** Spec Authentication 1 and "Limits": a tenant is 1 to 128 UTF-8 bytes. */
+/** A tenant is 1 to 128 UTF-8 bytes (docs/configuration.md "Tokens"). */
 export const TENANT_MAX_BYTES = 128;
 
 export const tenant = z.string().refine((s) => s.length > 0 && byteLength(s) <= TENANT_MAX_BYTES, {
@@ -61,7 +62,7 @@ export function httpUrl(allow: UrlRules) {
 export type ListenAddress = { host: string; port: number };
 
 /**
- * Parses a TCP `host:port` (spec "Host configuration file" `listen`). The host is a name, an IPv4
+ * Parses a TCP `host:port` (`listen`, docs/configuration.md "Fields"). The host is a name, an IPv4
  * address or a bracketed IPv6 address (optionally with a zone); the port is 0 to 65535, where 0
  * asks the system for a free port.
  */

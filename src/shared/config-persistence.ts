@@ -1,7 +1,7 @@
 /**
- * Persistence settings of the host configuration (spec "Host configuration file", "Persistence
- * settings"). Which fields a provider needs, allows and refuses is decided here once; a field that
- * the chosen provider would ignore is an error rather than silently dropped.
+ * Persistence settings of the host configuration (docs/configuration.md "Persistence"). Which
+ * fields a provider needs, allows and refuses is decided here once; a field that the chosen
+ * provider would ignore is an error rather than silently dropped.
  */
 import { z } from "zod";
 import { envName, httpUrl, int, nonEmpty } from "./config-fields.ts";
@@ -9,9 +9,9 @@ import { envName, httpUrl, int, nonEmpty } from "./config-fields.ts";
 export const PERSISTENCE_PROVIDERS = ["filesystem", "s3", "r2", "gcs"] as const;
 export type PersistenceProvider = (typeof PERSISTENCE_PROVIDERS)[number];
 
-/** Spec "Limits": background scan interval, seconds; default 5, range 1 to 3600 (an hour). */
+/** Background scan interval, seconds; default 5, range 1 to 3600 (an hour). */
 export const PERSISTENCE_INTERVAL_SECONDS = { min: 1, max: 3600, default: 5 } as const;
-/** Spec "Limits": pending dirty sessions; default 128, range 1 to 10000. */
+/** Pending dirty sessions; default 128, range 1 to 10000. */
 export const PERSISTENCE_QUEUE = { min: 1, max: 10_000, default: 128 } as const;
 
 type Field = "directory" | "bucket" | "region" | "endpoint" | "access_key_env" | "secret_key_env";

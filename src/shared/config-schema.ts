@@ -1,6 +1,6 @@
 /**
- * The host configuration file (spec "Host configuration file", "Authentication" 1, "Limits") as
- * one zod schema: strict objects everywhere, defaults applied, cross-field rules checked together.
+ * The host configuration file (docs/configuration.md, field by field) as one zod schema: strict
+ * objects everywhere, defaults applied, cross-field rules checked together.
  * Pure — no environment access; `config-env.ts` checks the variables the file names. Imported by
  * the Worker (bundled config text) and by the Node `svc` command.
  */
@@ -25,10 +25,10 @@ export { parseListen } from "./config-fields.ts";
 export type { Persistence, PersistenceProvider } from "./config-persistence.ts";
 export type { HostTool, JsonObject } from "./config-tools.ts";
 
-/** Spec "Limits": the host configuration file is at most 4 MiB. */
+/** The host configuration file is at most 4 MiB. */
 export const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
 
-/** Spec "Limits": a harness name is 1 to 64 characters (Unicode code points). */
+/** A harness name is 1 to 64 characters (Unicode code points). */
 export const HARNESS_NAME_MAX_CHARS = 64;
 
 /** Transports the reference harness (pi-ai) can be switched to with a provider's `api`. */
@@ -53,7 +53,7 @@ export const TokenSchema = z.strictObject({
   read_only: z.boolean().default(false),
 });
 
-/** Spec "Runner (harness)": `max_shared` default 8, 1 to 1024. */
+/** `max_shared`: default 8, 1 to 1024 (docs/configuration.md "Harnesses"). */
 export const MAX_SHARED = { min: 1, max: 1024, default: 8 } as const;
 
 export const HarnessSchema = z
@@ -83,7 +83,7 @@ export const ProviderSchema = z.strictObject({
   api: z.enum(PROVIDER_APIS, { error: `must be one of ${PROVIDER_APIS.join(", ")}` }).optional(),
 });
 
-/** Spec "Limits" table: every field optional, validated together. */
+/** `limits` (docs/configuration.md "Limits"): every field optional, validated together. */
 export const LimitsSchema = z
   .strictObject({
     active: int(1, 16),
@@ -135,7 +135,7 @@ export const RegionSchema = z.strictObject({
 /**
  * The runner-host shared secret, and the regions runner-hosts may announce (each with its own
  * placement pool; sessions homed there are created near `location_hint`). No `regions`: one pool,
- * region "default" (docs/configuration.md "Extensions to the specification's fields").
+ * region "default" (docs/configuration.md "Runner-hosts").
  */
 export const RunnersConfigSchema = z.strictObject({
   token_env: envName,
@@ -175,7 +175,7 @@ const providers = z
 export const HostConfigSchema = z.strictObject({
   listen: listen.default("127.0.0.1:8080"),
   public_url: httpUrl({ credentials: false, query: false, fragment: false }).default("http://127.0.0.1:8080"),
-  /** Spec: "a hidden directory in the working directory"; resolved by the Node side. */
+  /** A hidden directory in the working directory; resolved by the Node side. */
   data_dir: nonEmpty.default(".svc"),
   tokens: z.array(TokenSchema).min(1, { error: "must list at least one token" }),
   harnesses: HarnessesSchema,

@@ -1,6 +1,6 @@
 /**
- * Host tool bindings: the `tools` entries of the host configuration (spec "Host configuration file",
- * "Tool binding"). After parsing, `transport` is always resolved and `mcp_tool` names the remote
+ * Host tool bindings: the `tools` entries of the host configuration (docs/configuration.md
+ * "Tools"). After parsing, `transport` is always resolved and `mcp_tool` names the remote
  * tool whenever the transport is `mcp`, so callers never re-derive either.
  */
 import { z } from "zod";
@@ -10,9 +10,9 @@ import { formatPath } from "./zod-issues.ts";
 
 export const TOOL_NAME_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,63}$/;
 
-/** Spec "Limits": tool `timeout_seconds` default 300, range 1 to 86400 (one day). */
+/** Tool `timeout_seconds`: default 300, range 1 to 86400 (one day). */
 export const TOOL_TIMEOUT_SECONDS = { min: 1, max: 86_400, default: 300 } as const;
-/** Spec "Limits": tool `max_output_bytes` default 1 MiB, range 1 to 2 MiB. */
+/** Tool `max_output_bytes`: default 1 MiB, range 1 to 2 MiB. */
 export const TOOL_MAX_OUTPUT_BYTES = { min: 1, max: 2_097_152, default: 1_048_576 } as const;
 
 export type JsonObject = Record<string, unknown>;
@@ -64,7 +64,7 @@ export function jsonSchema(requireObjectType: boolean) {
   });
 }
 
-/** One host `tools` entry (spec "Tool binding (host `tools` entry)"). */
+/** One host `tools` entry (docs/configuration.md "Tools"). */
 export const HostToolSchema = z
   .strictObject({
     name: z.string().regex(TOOL_NAME_PATTERN, {

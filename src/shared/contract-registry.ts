@@ -21,9 +21,9 @@ export function component<S extends z.ZodType>(id: string, schema: S, descriptio
   return schema;
 }
 
-/** Spec: session, executor and event ids are 32 hex characters (the service emits lowercase). */
+/** Session, executor and event ids are 32 hex characters; the service emits lowercase (docs/api.md "Events"). */
 export const Hex32 = z.string().regex(ID_ANY_CASE_PATTERN);
-/** Spec: timestamps are RFC 3339 `date-time` strings in UTC. */
+/** Timestamps are RFC 3339 `date-time` strings in UTC (docs/api.md "Events"). */
 export const DateTime = z.iso.datetime();
-/** Opaque position in an event log; at most 512 bytes (spec "Cursors"). */
+/** Opaque position in an event log; at most 512 bytes (docs/api.md "Cursors"). */
 export const Cursor = z.string().min(1).max(512);

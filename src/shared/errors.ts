@@ -1,5 +1,5 @@
 /**
- * The one error vocabulary of the service (spec "Errors › HTTP error body").
+ * The one error vocabulary of the service (docs/api.md "Errors").
  * Runtime-neutral: imported by the Worker, the objects and the runner-host.
  */
 
@@ -25,8 +25,8 @@ export type ErrorBody = { code: ErrorCode; message: string; /** Only where it di
 export type Result<T> = { ok: true; value: T } | { ok: false; error: ErrorBody };
 
 /**
- * The error type. `status` defaults from the code; 401 and 413 are the spec's irregular cases
- * (code `forbidden` with 401, code `invalid_request` with 413).
+ * The error type. `status` defaults from the code; 401 and 413 are the irregular cases (code
+ * `forbidden` with 401, code `invalid_request` with 413; docs/api.md "Errors").
  */
 export class ServiceError extends Error {
   readonly code: ErrorCode;
@@ -65,7 +65,7 @@ export const unauthorized = (message = "missing or unrecognized bearer token") =
   new ServiceError("forbidden", message, 401, { "WWW-Authenticate": "Bearer" });
 export const tooLarge = (limit: number) =>
   new ServiceError("invalid_request", `request body is larger than ${limit} bytes`, 413);
-/** Spec "Limits": out of capacity is always `429` with `Retry-After: 1`. */
+/** Out of capacity is always `429` with `Retry-After: 1` (docs/api.md "Limits"). */
 export const overloaded = (message: string) => new ServiceError("overloaded", message, 429, { "Retry-After": "1" });
 
 /** Runs `fn` and turns a thrown ServiceError into a Result; anything else is rethrown (a real 500). */

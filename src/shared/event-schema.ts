@@ -1,6 +1,6 @@
 /**
- * Session events as clients receive them (spec "Events"): one envelope per event type, each with its
- * own `data`. Retained types always carry `cursor`; the two live-only types never do, and
+ * Session events as clients receive them (docs/api.md "Events"): one envelope per event type,
+ * each with its own `data`. Retained types always carry `cursor`; the two live-only types never do, and
  * `user.message` never carries `input_id` (it is the input). The OpenAPI document, the typed client
  * and the SSE frame shapes are all built from these schemas.
  */
@@ -11,7 +11,7 @@ import { ContentItemSchema, StopReasonSchema, ToolResultSchema, UsageSchema } fr
 export const SESSION_STATUSES = ["idle", "running", "interrupted", "failed", "closed"] as const;
 export type SessionStatus = (typeof SESSION_STATUSES)[number];
 
-/** The `session.error` codes this service emits (the spec names three and leaves the list open). */
+/** The `session.error` codes this service emits: the whole list (docs/api.md "Events"). */
 export const SESSION_ERROR_CODES = ["provider_error", "conflict", "service_error"] as const;
 
 component("Content", ContentItemSchema, "One item of a tool result: `text`, or an `image` as base64 `data` with its `mime_type`.");
@@ -115,7 +115,7 @@ export const EventListSchema = component(
 );
 
 /**
- * One SSE frame (spec "SSE wire format"): `event` is the event type, `data` its envelope, and `id`
+ * One SSE frame (docs/api.md "SSE"): `event` is the event type, `data` its envelope, and `id`
  * the cursor — present exactly on retained events.
  */
 export const SseEventFrameSchema = component(

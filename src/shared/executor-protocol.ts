@@ -1,5 +1,5 @@
 /**
- * Executors (spec "Executors", "Executor objects"): the registration body and the credential it
+ * Executors (docs/api.md "Executors"): the registration body and the credential it
  * returns, the Commands an executor receives, the Replies it sends, and the RPC WebSocket's
  * subprotocols. The one statement of this contract: the Worker routes and the ExecutorObject parse
  * with these schemas, the OpenAPI document is generated from them (each is a named component),
@@ -27,7 +27,7 @@ export const EXECUTOR_TOKEN = /^[a-f0-9]{64}$/;
 /** A binding alias: the same bounds as `ToolBinding.alias` in a session config. */
 export const ALIAS_MAX_CHARS = 64;
 
-/** A runtime tool descriptor: a spec Tool whose name the model can call. */
+/** A runtime tool descriptor: a Tool (name, description, schemas) whose name the model can call. */
 export const RuntimeToolSchema = component(
   "RuntimeTool",
   ToolSchema.extend({
@@ -109,7 +109,7 @@ export const CommandSchema = component(
 );
 export type Command = z.output<typeof CommandSchema>;
 
-/** Spec Reply: exactly one of `progress` and `result`. */
+/** A Reply: exactly one of `progress` and `result` (docs/api.md "Replies"). */
 export const ReplySchema = component(
   "Reply",
   z
@@ -122,7 +122,7 @@ export const ReplySchema = component(
     .refine((r) => (r.progress === undefined) !== (r.result === undefined), {
       error: "a reply carries exactly one of progress and result",
     })
-    // Spec "Tool errors": `unknown_outcome` tells that a failure came after dispatch; on a success it
+    // `unknown_outcome` tells that a failure came after dispatch (docs/api.md "Tools"); on a success it
     // would record a result that claims both.
     .refine((r) => !(r.result?.unknown_outcome === true && r.result.is_error !== true), {
       error: "unknown_outcome is for an error result: send is_error true with it",

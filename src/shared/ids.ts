@@ -44,7 +44,7 @@ export function isId(s: string): boolean {
 
 const encoder = new TextEncoder();
 
-/** UTF-8 byte length: the spec's `input_bytes` and tenant limits count bytes, not characters. */
+/** UTF-8 byte length: `input_bytes` and tenant limits count bytes, not characters. */
 export function byteLength(s: string): number {
   return encoder.encode(s).length;
 }

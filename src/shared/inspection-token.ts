@@ -1,5 +1,5 @@
 /**
- * Inspection tokens (spec Authentication 8, docs/api.md "Tools"): short-lived, read-only, scoped to
+ * Inspection tokens (docs/api.md "Tools"): short-lived, read-only, scoped to
  * one session and one tool call. This module is the one place they are minted, parsed and
  * verified. The runner-host that dispatches an `inspect_session` tool call mints one; the Worker
  * verifies it. Both hold the runner secret, from which the signing key is derived, so no round trip

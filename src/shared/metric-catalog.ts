@@ -1,5 +1,5 @@
 /**
- * Every metric of the service (spec "Operational behaviour"): its kind, unit, the labels it may
+ * Every metric of the service (docs/design-notes.md "Telemetry"): its kind, unit, the labels it may
  * carry and which process records it. No metric may carry a tenant or session label; recording a
  * label outside its list is a programming error and throws.
  */
@@ -36,7 +36,7 @@ export type MetricName = keyof typeof METRICS;
 export type MetricsOf<K extends MetricKind> = { [N in MetricName]: (typeof METRICS)[N]["kind"] extends K ? N : never }[MetricName];
 export type LabelsOf<N extends MetricName> = { [L in (typeof METRICS)[N]["labels"][number]]: string };
 
-/** Metric export interval, ms: spec "Operational behaviour", "Metrics are exported every 15 seconds". */
+/** Metric export interval, ms: every 15 s (docs/configuration.md "Environment"). */
 export const EXPORT_INTERVAL_MS = 15_000;
 /**
  * Bound on one OTLP export, ms: a slow collector must not hold an isolate for long, and the

@@ -1,6 +1,6 @@
 /**
- * Shapes that travel unchanged from a harness or a tool to the event log: tool results (spec
- * "Result, Content"), usage and stop reasons (docs/api.md "Events"). Shared by the harness
+ * Shapes that travel unchanged from a harness or a tool to the event log: tool results
+ * (docs/api.md "Tools"), usage and stop reasons (docs/api.md "Events"). Shared by the harness
  * protocol, the runner link and the objects.
  */
 import { z } from "zod";
@@ -11,7 +11,7 @@ export const ContentItemSchema = z.discriminatedUnion("type", [
 ]);
 export type ContentItem = z.infer<typeof ContentItemSchema>;
 
-/** A tool result as the service records it (spec "Tool errors", event `tool.result`). */
+/** A tool result as the service records it (docs/api.md "Tools", event `tool.result`). */
 export const ToolResultSchema = z.strictObject({
   content: z.array(ContentItemSchema),
   is_error: z.boolean().optional(),

@@ -45,7 +45,7 @@ export type RouteContract = {
   errors: number[];
 };
 
-/** What each error status means, for the document (spec "Errors › HTTP error body"). */
+/** What each error status means, for the document (docs/api.md "Errors"). */
 export const ERROR_MEANING: Record<number, { description: string; headers?: ResponseHeader[] }> = {
   400: { description: "`invalid_request`: malformed or invalid input." },
   401: { description: "`forbidden`: missing or unrecognized bearer token.", headers: ["WWW-Authenticate"] },

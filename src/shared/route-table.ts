@@ -11,7 +11,7 @@ import { SYNC_ROUTES } from "./routes-sync.ts";
 
 export const ROUTES: readonly RouteContract[] = [...SESSION_ROUTES, ...SYNC_ROUTES, ...EXECUTOR_ROUTES, ...SERVICE_ROUTES];
 
-/** Spec: path parameters `id` match `^[a-fA-F0-9]{32}$`. */
+/** Path parameters `id` match `^[a-fA-F0-9]{32}$` (docs/api.md "Authentication" 2). */
 const ID_SEGMENT = "[a-fA-F0-9]{32}";
 
 const matchers = ROUTES.map((r) => ({

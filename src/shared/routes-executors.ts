@@ -1,4 +1,4 @@
-/** Contract of `/executors` (spec "Executors"): registration, command stream, replies, RPC, close. */
+/** Contract of `/executors` (docs/api.md "Executors"): registration, command stream, replies, RPC, close. */
 import { EmptySchema, StatusSchema } from "./api-schema.ts";
 import { ExecutorCredentialSchema, ExecutorRegistrationSchema, ReplySchema, SseCommandFrameSchema } from "./executor-protocol.ts";
 import { WITH_BODY, type RouteContract } from "./route-contract.ts";

@@ -1,4 +1,4 @@
-/** Contract of flush, sync and restore (spec "Resume, close, flush, sync, restore"). */
+/** Contract of flush, sync and restore (docs/api.md "Flush, sync, restore"). */
 import { EmptySchema, RestoreSchema, SessionSchema } from "./api-schema.ts";
 import { ON_SESSION, WITH_BODY, type RouteContract } from "./route-contract.ts";
 import { SyncStatusSchema } from "./sync-schema.ts";

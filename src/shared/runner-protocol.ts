@@ -222,8 +222,8 @@ const NumberedUpSchemas = [
    * The runner-host let go of the session (idle eviction, harness crash, shutdown). `yielded`: it let
    * go of an idle session to make room (`limits.loaded`) and started no turn after deciding to, so a
    * turn the object began meanwhile (its `run` crossed the decision) never ran: it is queued again.
-   * `shutdown`: it is shutting down, so input still queued ends as a shutdown ends it (spec "States
-   * and transitions": interrupted, each queued input with `conflict`), not at the next placement.
+   * `shutdown`: it is shutting down, so input still queued ends as a shutdown ends it (docs/api.md
+   * "Turns": interrupted, each queued input with `conflict`), not at the next placement.
    */
   z.strictObject({ t: z.literal("detached"), seq: Seq, reason: z.string(), yielded: z.literal(true).optional(), shutdown: z.literal(true).optional() }),
 ] as const;

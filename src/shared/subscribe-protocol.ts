@@ -6,7 +6,7 @@
  */
 import type { Event } from "./api-schema.ts";
 
-/** Spec "SSE replay batch": 100 events. */
+/** SSE replay batch: 100 events (docs/api.md "SSE"). */
 export const REPLAY_BATCH = 100;
 
 export const MORE = "more";

@@ -1,5 +1,5 @@
 /**
- * External-storage sync of a session (spec "Status, Restore, SyncStatus"): what flush returns and
+ * External-storage sync of a session (docs/api.md "Flush, sync, restore"): what flush returns and
  * `GET /sessions/{id}/sync` reports. Offsets are byte offsets into the session's NDJSON event
  * history; `checkpoint` is the latest checkpoint id published to external storage.
  */

@@ -1,5 +1,5 @@
 /**
- * SSE frame encoder (spec "SSE wire format"): retained events carry `id: <cursor>` before
+ * SSE frame encoder (docs/api.md "SSE"): retained events carry `id: <cursor>` before
  * `event:`; live-only events omit it; `data:` is the JSON envelope on one line (JSON.stringify never
  * emits a raw newline). Comment frames are used for keepalives.
  */

@@ -1,6 +1,6 @@
 /**
  * How the Worker reaches the object end of a stream: a WebSocket upgrade through the object's
- * stub. The object answers `101` with the socket, or an error in the spec's shape, which becomes
+ * stub. The object answers `101` with the socket, or an error in the service's error shape, which becomes
  * the client's answer (the stream never starts).
  */
 import { ServiceError, type ErrorBody } from "../shared/errors.ts";

@@ -2,7 +2,7 @@
  * The Worker end of an SSE stream (docs/architecture.md "The parts"): one hibernatable socket to the
  * SessionObject per client, frames written to the client here, where its backlog is visible.
  *
- * Budgets (spec "SSE wire format" 7, docs/api.md "SSE"): live events written but not yet taken by the
+ * Budgets (docs/api.md "SSE"): live events written but not yet taken by the
  * client count as their data length + 256 bytes; the event being written is not counted. Going over
  * `subscriber_events` or `subscriber_bytes`, or a frame unwritten for 15 s, disconnects this client
  * only. Replay is pulled batch by batch (`more` once a batch is written), so it never piles up.
@@ -20,7 +20,7 @@ import { KEEPALIVE_MS, SSE_HEADERS, STREAM_CHECK_MS, WRITE_DEADLINE_MS } from ".
 import { acceptObjectSocket, type ObjectStub } from "./object-socket.ts";
 /** Replay batches buffered ahead of the client: two keeps the log read and the client busy at once. */
 const REPLAY_AHEAD = 2;
-/** Per-event overhead the budget adds to the data length, bytes (spec). */
+/** Per-event overhead the budget adds to the data length, bytes (docs/configuration.md "Limits"). */
 export const EVENT_OVERHEAD_BYTES = 256;
 
 export type Budget = { events: number; bytes: number };

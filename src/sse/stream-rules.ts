@@ -1,6 +1,6 @@
 /**
- * What every SSE stream the Worker serves shares besides its frames (spec "SSE keepalive and write
- * deadline"): event streams and executor command streams alike.
+ * What every SSE stream the Worker serves shares besides its frames (the 15 s keepalive and write
+ * deadline of docs/api.md "SSE"): event streams and executor command streams alike.
  */
 
 /** A keepalive comment frame after 15 s without a write, ms. */

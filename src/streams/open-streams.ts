@@ -1,6 +1,6 @@
 /**
- * The event streams one Worker isolate is relaying, so that a shutdown ends them cleanly (spec
- * "Operational behaviour": the service interrupts running turns and ends open event streams).
+ * The event streams one Worker isolate is relaying, so that a shutdown ends them cleanly (docs/api.md
+ * "Shutdown and readiness": the service interrupts running turns and ends open event streams).
  *
  * Ending a stream asks its object to end it after everything the object already sent on it, so
  * the events of the turns the shutdown interrupted reach the client before the stream ends; the

@@ -1,7 +1,7 @@
 /**
  * One `limits.subscribers` slot for a new SSE stream, whatever it carries: a session's events or an
- * executor's commands (the spec counts concurrent SSE connections on the server). Taken before the
- * stream opens (`429` when the deployment or the tenant's share is full, or while shutting down),
+ * executor's commands (every SSE connection the service serves counts; docs/api.md "SSE"). Taken
+ * before the stream opens (`429` when the deployment or the tenant's share is full, or while shutting down),
  * given back once when it ends; the isolate's holding is renewed while streams are open.
  */
 import type { AppContext } from "../http/context.ts";

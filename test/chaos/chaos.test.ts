@@ -43,7 +43,7 @@ async function expectNoViolation(fault: string): Promise<void> {
   }).toEqual({ runs: RUNS, lost: 0, doubled: 0, misplaced: 0, badEnds: 0, harmed: 0, serverErrors: 0, errors: 0, problems: [] });
 }
 
-describe("chaos: with turns in flight, no retained event is lost or doubled and every turn ends in a spec state", () => {
+describe("chaos: with turns in flight, no retained event is lost or doubled and every turn ends in a documented end state", () => {
   for (const f of FAULTS) it(`${f.name}: ${f.what}`, () => expectNoViolation(f.name));
 
   it(

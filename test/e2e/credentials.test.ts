@@ -1,5 +1,5 @@
 /**
- * Private credential overrides in use (spec "CreateSession", Authentication 10): a session's
+ * Private credential overrides in use (docs/api.md "Credential overrides"): a session's
  * override is what its tool calls carry — as the bearer (string form) or as headers (object form)
  * for a host HTTP tool, for an MCP tool, and for an executor-served tool — and the plaintext
  * reaches nothing else: no log line, no event, no response, no SQLite file on disk.

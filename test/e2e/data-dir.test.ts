@@ -1,5 +1,5 @@
 /**
- * Spec "Host configuration file": `data_dir` is any local state directory, and relative paths
+ * `data_dir` is any local state directory (docs/configuration.md "Rules in detail"), and relative paths
  * resolve from the working directory. A data_dir outside the working directory (absolute, or
  * relative with `..`) works like one below it: the stack starts, a turn runs, state lands there.
  */

@@ -1,5 +1,5 @@
 /**
- * Executors end to end (spec "Executors", "Executor objects", Authentication 7): registration,
+ * Executors end to end (docs/api.md "Executors", "Executor authentication"): registration,
  * the SSE command stream with HTTP replies, the RPC WebSocket, close, runtime tools in sessions
  * through bindings, and every way a runtime call can end — on the real local stack with the real
  * reference harness, a scripted provider, and real clients (fetch + eventsource-parser, ws).

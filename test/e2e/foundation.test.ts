@@ -296,6 +296,9 @@ describe("authentication", () => {
   });
 });
 
+// "rule N" in the names below: the creation rules in the order they are checked. Rule 1 is the
+// token (docs/api.md "Authentication" 3 and 5); rules 2 to 7 are those of docs/api.md "Sessions",
+// in the order listed there.
 describe("create a session", () => {
   it("records metadata only, status idle, created_at == updated_at, 201", async () => {
     const r = await create(stack, env.ACME_MANAGE, {

@@ -1,6 +1,6 @@
 /**
- * Persistence end to end with the `filesystem` provider (spec "Persistence settings", "Resume,
- * close, flush, sync, restore", "Get a session"): the real local stack, reference harness and
+ * Persistence end to end with the `filesystem` provider (docs/configuration.md "Persistence",
+ * docs/api.md "Flush, sync, restore"): the real local stack, reference harness and
  * scripted provider; the stored files are read back by the test.
  */
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";

@@ -1,5 +1,5 @@
 /**
- * `public_url` is a base URL (spec "Host configuration file"): a service served under a path
+ * `public_url` is a base URL (docs/configuration.md "Fields"): a service served under a path
  * prefix by the operator's reverse proxy. `svc runner` dials `<public_url>/internal/runners/...`
  * below that path (its control socket and session links cross the proxy), and a turn runs on it.
  */

@@ -1,5 +1,5 @@
 /**
- * Secrets never leak (spec "Operational behaviour", "Authentication" 9–10): a distinct secret is
+ * Secrets never leak (docs/design-notes.md "Secrets", docs/api.md "Credential overrides"): a distinct secret is
  * planted in every place one can live — access tokens (manage, read-only, session-scoped), the
  * provider key, a tool's bearer token, private credential overrides (a bearer and a header value),
  * the credential key and the runner secret. After a run through every path, errors included (a

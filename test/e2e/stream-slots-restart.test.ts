@@ -1,5 +1,5 @@
 /**
- * Spec "Operational behaviour" and `limits.subscribers`: a shutdown ends every open SSE stream — an
+ * Shutdown (docs/api.md "Shutdown and readiness") and `limits.subscribers`: a shutdown ends every open SSE stream — an
  * executor's command stream as well as session event streams — and gives their slots back, so the
  * next start on the same data_dir opens as many streams as the limit allows at once.
  */

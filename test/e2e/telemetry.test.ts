@@ -1,5 +1,5 @@
 /**
- * Every `svc.*` metric on the real local stack (spec "Operational behaviour"), as received by a real
+ * Every `svc.*` metric on the real local stack (docs/design-notes.md "Telemetry"), as received by a real
  * OTLP/HTTP receiver (@elastic/mockotlpserver): the Worker and its objects export `svc.http.*`,
  * `svc.transcript.bytes` and the uploads' `svc.sync.*` (persistence to a real S3 peer, s3rver, taken
  * down for one flush so an upload fails), the runner-host the turn and tool metrics; all under
@@ -28,7 +28,7 @@ type MockOtlp = {
 };
 const { MockOtlpServer, normalizeMetrics } = createRequire(import.meta.url)("@elastic/mockotlpserver") as MockOtlp;
 
-/** Every metric of the spec. */
+/** Every metric of the catalog (src/shared/metric-catalog.ts). */
 const EXPECTED = Object.keys(METRICS) as MetricName[];
 const TENANT = "acme-telemetry";
 const env = { MANAGE: secret("otel-manage"), OPENAI_KEY: "sk-otel", TOOL_TOKEN: secret("otel-tool"), S3_ACCESS: S3_KEY, S3_SECRET: S3_KEY };

@@ -1,6 +1,6 @@
 /**
  * Tools end to end: the scripted provider asks for tools, the reference harness delegates, the
- * runner-host calls a tool server started here (every error class of spec "Tool errors"), the real
+ * runner-host calls a tool server started here (every error class of docs/api.md "Tools"), the real
  * MCP reference server, and session inspection with its token scope and expiry.
  */
 import http from "node:http";

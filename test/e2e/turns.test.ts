@@ -1,7 +1,7 @@
 /**
  * Turns run for real: the local stack, the runner-host, the reference harness on pi-agent-core and
- * the scripted OpenAI-compatible provider on loopback. Every row of the spec's "States and
- * transitions" table, resume, and the harness environment.
+ * the scripted OpenAI-compatible provider on loopback. Every way a turn ends (docs/api.md "Turns"),
+ * resume, and the harness environment.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ScriptedProvider } from "../../examples/scripted-provider.ts";

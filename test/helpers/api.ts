@@ -40,7 +40,7 @@ export function expectStandardHeaders(r: Reply): void {
   expect(r.headers.get("x-content-type-options")).toBe("nosniff");
 }
 
-/** The spec's error shape, with `request_id` equal to the header. */
+/** The error shape of docs/api.md "Every response", with `request_id` equal to the header. */
 export function expectApiError(r: Reply, status: number, code: string): void {
   expect({ status: r.status, code: r.body?.error?.code, text: r.text }).toMatchObject({ status, code });
   expect(typeof r.body.error.message).toBe("string");

@@ -8,7 +8,7 @@ import path from "node:path";
 import { ROOT } from "./stack.ts";
 
 const EVERYTHING = path.join(ROOT, "node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-/** How long server-everything may take to listen, ms (about 0.7 s measured; test-peers.md §1). */
+/** How long server-everything may take to listen, ms (about 0.7 s measured). */
 const START_DEADLINE_MS = 15_000;
 
 export type Everything = { url: string; stop(): Promise<void> };

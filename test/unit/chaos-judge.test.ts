@@ -1,6 +1,6 @@
 /**
- * The chaos judge (chaos/judge.ts): a stream that matches its log and a log that follows the
- * spec's state table pass; each kind of violation is counted where the spec puts it.
+ * The chaos judge (chaos/judge.ts): a stream that matches its log and a log whose turns end as
+ * docs/api.md "Turns" says pass; each kind of violation is counted where docs/testing.md puts it.
  */
 import { describe, expect, it } from "vitest";
 import type { Event } from "../../src/shared/api-schema.ts";
@@ -48,7 +48,7 @@ const observe = (log: Event[], o: Partial<SessionObservation> = {}): SessionObse
 });
 
 describe("chaos judge", () => {
-  it("a stream equal to its log, every turn ending in a spec state: no violation", () => {
+  it("a stream equal to its log, every turn ending in a documented end state: no violation", () => {
     const { log, turns } = history();
     const v = judgeSession(observe(log, { expectIdle: new Set([turns[0]!, turns[2]!]) }));
     expect(violations(v)).toBe(0);
@@ -95,7 +95,7 @@ describe("chaos judge", () => {
     expect(judgeSession(observe(log, { finalStatus: "failed" })).badEnds).toBe(1);
   });
 
-  it("a turn expected to end idle that failed (in a spec state) is harmed, not a bad end", () => {
+  it("a turn expected to end idle that failed (in a documented end state) is harmed, not a bad end", () => {
     const { log, turns } = history();
     const v = judgeSession(observe(log, { expectIdle: new Set([turns[1]!]) }));
     expect({ harmed: v.harmed, badEnds: v.badEnds }).toEqual({ harmed: 1, badEnds: 0 });

@@ -27,6 +27,7 @@ const goodEnv = () => ({ TOKEN_A: "a".repeat(24), TOKEN_B: "b".repeat(24) });
 const tool = { name: "t", description: "d", input_schema: { type: "object" }, url: "https://t.example.com", tenants: ["acme"] };
 const r2 = { provider: "r2", bucket: "b", endpoint: "https://r2.example.com", access_key_env: "AK", secret_key_env: "SK", postgres_env: "PG" };
 
+// Token grants: docs/configuration.md "Tokens".
 describe("checkEnvironment: token secrets (Authentication 1)", () => {
   it("accepts secrets of at least 24 bytes", () => expect(checkEnvironment(config(), goodEnv())).toEqual([]));
   it("rejects a token variable that is not set", () => {
@@ -100,6 +101,7 @@ describe("checkEnvironment: providers, tools and persistence", () => {
   });
 });
 
+// Credential keys: docs/configuration.md "Credential keys".
 describe("checkEnvironment: credential keys (Authentication 10)", () => {
   const c = config({ credential_keys: { active: "k2", keys: { k1: "KEY_1", k2: "KEY_2" } } });
   it("accepts base64 of exactly 32 bytes for every configured key", () => {

@@ -118,6 +118,7 @@ describe("host configuration file: top level", () => {
   it("rejects an empty data_dir", () => rejects(with_({ data_dir: "" }), "data_dir: must not be empty"));
 });
 
+// Token grants: docs/configuration.md "Tokens".
 describe("host configuration file: tokens (Authentication 1)", () => {
   const tokens = (tenant: string) => [
     { token_env: "A", tenant: "a" },

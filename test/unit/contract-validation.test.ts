@@ -23,7 +23,7 @@ const ok = (body: unknown, headers = std(), status = 200, method = "GET", url = 
   validateResponse({ method, url, status, headers, text: JSON.stringify(body) });
 
 describe("response validation against openapi.json", () => {
-  it("accepts a Session as the spec shapes it", () => {
+  it("accepts a Session as the contract shapes it", () => {
     expect(ok(session)).not.toThrow();
   });
 
@@ -45,7 +45,7 @@ describe("response validation against openapi.json", () => {
     expect(ok(session, std(), 201)).toThrow(/status not in the contract/);
   });
 
-  it("refuses an error without the spec's shape, a 429 without Retry-After and a 401 without WWW-Authenticate", () => {
+  it("refuses an error without the error shape, a 429 without Retry-After and a 401 without WWW-Authenticate", () => {
     const err = (code: string) => ({ error: { code, message: "m" }, request_id: RID });
     expect(ok(err("not_found"), std(), 404)).not.toThrow();
     expect(ok({ error: { code: "not_found" }, request_id: RID }, std(), 404)).toThrow(ContractViolation);

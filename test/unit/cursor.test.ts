@@ -1,5 +1,5 @@
 /**
- * The cursor codec (spec "Cursors"; docs/api.md "Cursors": opaque base64url carrying the log epoch
+ * The cursor codec (docs/api.md "Cursors": opaque base64url carrying the log epoch
  * and position and a MAC keyed per session).
  */
 import { createHmac } from "node:crypto";

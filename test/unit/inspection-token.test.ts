@@ -1,5 +1,5 @@
 /**
- * Inspection tokens (spec Authentication 8, docs/api.md "Tools"): minted by the runner-host for one
+ * Inspection tokens (docs/api.md "Tools"): minted by the runner-host for one
  * tool call, verified by the Worker with a key derived from the same runner secret.
  */
 import { describe, expect, it } from "vitest";

@@ -1,5 +1,5 @@
 /**
- * The published contract (spec "Versioning"): an OpenAPI 3.1 document with `info.version`
+ * The published contract (docs/api.md "The contract"): an OpenAPI 3.1 document with `info.version`
  * `current`, generated from the zod schemas and the route table, committed as `openapi.json`.
  */
 import { readFileSync } from "node:fs";
@@ -34,7 +34,7 @@ describe("the OpenAPI contract", () => {
     for (const p of Object.keys(doc.paths)) expect(p).not.toMatch(/\/v[0-9]+(\/|$)|version/i);
   });
 
-  it("lists every endpoint of the spec with its success status", () => {
+  it("lists every endpoint of docs/api.md with its success status", () => {
     const ops = Object.entries(doc.paths).flatMap(([p, item]: [string, any]) =>
       Object.entries(item).map(([m, op]: [string, any]) => `${m.toUpperCase()} ${p} ${Object.keys(op.responses).filter((s) => Number(s) < 300).join("/")}`),
     );
@@ -104,7 +104,7 @@ describe("the OpenAPI contract", () => {
     expect(listed.map((v) => doc.components.schemas[v.$ref.split("/").pop()].properties.type.const).sort()).toEqual(retained);
   });
 
-  it("describes objects without additional properties, as the spec requires", () => {
+  it("describes objects without additional properties, as docs/api.md requires", () => {
     for (const id of ["Session", "SessionConfig", "CreateSession", "Input", "Event", "SyncStatus", "ExecutorRegistration", "Reply", "ErrorResponse"]) {
       const s = doc.components.schemas[id];
       const objects = s.anyOf ?? s.oneOf ?? [s];

@@ -1,5 +1,5 @@
 /**
- * Shutdown (spec "Operational behaviour": SIGINT/SIGTERM stop new work and interrupt running
+ * Shutdown (docs/api.md "Shutdown and readiness": SIGINT/SIGTERM stop new work and interrupt running
  * turns): `RunnerHost.drain` ends running and waiting turns as interrupted by shutdown, has them
  * acked, detaches every session and stops the harness processes.
  */

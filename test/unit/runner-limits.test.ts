@@ -1,5 +1,5 @@
 /**
- * Capacity on one runner-host (spec "Runner (harness)", "Limits" `active` and `loaded`): turns and
+ * Capacity on one runner-host (docs/configuration.md "Harnesses", "Limits" `active` and `loaded`): turns and
  * opens wait in order and never fail for lack of room; idle sessions make room; attach orders past
  * `limits.loaded` drop the least recently used idle session or are refused.
  */

@@ -1,5 +1,5 @@
 /**
- * The Worker's SSE relay (spec "SSE wire format" 4 and 7, docs/api.md "SSE": subscriber
+ * The Worker's SSE relay (docs/api.md "SSE": keepalive, write deadline and subscriber
  * budgets), driven with a fake SessionObject stub whose subscribe socket is an EventTarget.
  * Node's Response refuses status 101, so the stub answers with a Response-like object.
  */

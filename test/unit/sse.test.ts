@@ -1,4 +1,4 @@
-/** The SSE frame encoder (spec "SSE wire format" 1-4). */
+/** The SSE frame encoder (docs/api.md "SSE": frames and keepalive). */
 import { describe, expect, it } from "vitest";
 import type { Event } from "../../src/shared/api-schema.ts";
 import { encodeEvent, KEEPALIVE } from "../../src/sse/frame.ts";

@@ -1,5 +1,5 @@
 /**
- * `limits.subscribers` arithmetic (spec Limits: concurrent SSE connections on the server): a
+ * `limits.subscribers` arithmetic (docs/configuration.md "Limits": open SSE streams across the deployment): a
  * tenant's share of the cap, what a holder is granted, and the idle headroom an isolate may keep.
  */
 import { describe, expect, it } from "vitest";

@@ -1,5 +1,5 @@
 /**
- * Runner-host OpenTelemetry (spec "Operational behaviour") against a real OTLP/HTTP receiver
+ * Runner-host OpenTelemetry (docs/design-notes.md "Telemetry") against a real OTLP/HTTP receiver
  * (@elastic/mockotlpserver, in process on 127.0.0.1:0): a turn with a host tool call through the
  * runner-host rig, then the spans, the forwarded `traceparent` and the metrics as received.
  * The endpoint reaches the runner-host through its `env` option only; process.env is untouched.

@@ -1,7 +1,7 @@
 /**
  * Host HTTP/SSE tool calls against a real node:http tool server on 127.0.0.1:0, one path per
- * test. Covers every class of spec "Errors › Tool errors" with the unknown_outcome of the
- * table in docs/api.md "Tools", and the request the tool receives.
+ * test. Covers every class of tool error with the unknown_outcome of the table in docs/api.md
+ * "Tools", and the request the tool receives.
  */
 import http from "node:http";
 import net from "node:net";

@@ -33,7 +33,7 @@ describe("json-schema", () => {
 });
 
 describe("parseResult", () => {
-  it("accepts spec Results and copies only their fields", () => {
+  it("accepts Results and copies only their fields", () => {
     const r = { content: [{ type: "text", text: "t" }, { type: "image", data: "AA==", mime_type: "image/png" }], is_error: false, structured_content: null };
     expect(parseResult(r)).toEqual({ result: r });
   });

@@ -1,5 +1,5 @@
 /**
- * Readiness and shutdown in the Worker (spec "Health", "Operational behaviour"): ready only while
+ * Readiness and shutdown in the Worker (docs/api.md "Shutdown and readiness"): ready only while
  * a runner-host that is not draining is connected; while every runner-host drains, new work gets
  * `429 overloaded` with `Retry-After: 1` and readiness `503`. The Worker reads these from a fleet
  * snapshot it reuses for `FLEET_CACHE_MS`; the tests move the clock past that instead of waiting.

@@ -61,7 +61,7 @@ export async function sendMessage(id: string, text: string): Promise<Event> {
   return (await res.json()) as Event;
 }
 
-/** Checks the spec's HTTP error body, and that `request_id` is the 32-hex `X-Request-ID`. */
+/** Checks the HTTP error body (docs/api.md "Errors"), and that `request_id` is the 32-hex `X-Request-ID`. */
 export async function expectApiError(res: Response, status: number, code: string): Promise<{ code: string; message: string }> {
   const text = await res.text();
   expect(res.status, text).toBe(status);

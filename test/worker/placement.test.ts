@@ -1,5 +1,5 @@
 /**
- * Placement (spec Limits `loaded`, docs/api.md "Sending input"): a message that needs the session
+ * Placement (`limits.loaded`, docs/api.md "Sending input"): a message that needs the session
  * placed gets `429 overloaded` when every runner-host serving its harness is at `limits.loaded`
  * with nothing idle to drop; with no runner-host connected at all it is accepted and waits. A
  * session closed while it waits is forgotten by the pool: no runner-host is given it later.

@@ -1,6 +1,6 @@
 /**
- * Spec "Limits" `session_bytes`: "local event log and checkpoint artifact size per session". The
- * harness's native state (the checkpoint artifact) counts together with the event history: a send
+ * `limits.session_bytes` (docs/configuration.md "Limits"): a session's event history plus native
+ * state. The harness's native state (the checkpoint artifact) counts together with the event history: a send
  * near the limit is `429`, and a native append that would pass it is refused (the turn fails as a
  * local write failure) with nothing of it stored.
  */
@@ -13,7 +13,7 @@ import { Turns } from "../../src/session/turns.ts";
 import { freshSession, ok } from "./helpers.ts";
 
 const MiB = 1024 * 1024;
-const SESSION_BYTES = 16 * MiB; // the smallest value the spec allows
+const SESSION_BYTES = 16 * MiB; // the smallest value the configuration allows
 const parsed = parseHostConfig({
   tokens: [{ token_env: "T", tenant: "acme" }],
   harnesses: { pi: { command: ["node"] } },

@@ -116,7 +116,7 @@ describe("SessionObject lifecycle", () => {
   });
 });
 
-describe("event log records (spec Events: retained records are capped at 4 MiB)", () => {
+describe("event log records (retained records are capped at 4 MiB)", () => {
   it("log_bytes grows by each NDJSON line length + 1", async () => {
     const { n, stub } = freshSession();
     ok(await stub.create(n));

@@ -1,6 +1,6 @@
 /**
- * The local stack's shutdown (`POST /internal/drain?waiting=end`, spec "States and transitions":
- * shutdown interrupts queued input): a session whose message waits in the RunnerPool for a
+ * The local stack's shutdown (`POST /internal/drain?waiting=end`, docs/api.md "Shutdown and
+ * readiness": shutdown interrupts queued input): a session whose message waits in the RunnerPool for a
  * runner-host ends that input with `conflict` and turns `interrupted`. Its own file: a drain
  * marks the whole isolate as shutting down.
  */

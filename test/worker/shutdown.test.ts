@@ -1,6 +1,6 @@
 /**
- * The local stack's shutdown in the Worker (spec "Operational behaviour": the service ends open
- * event streams): `POST /internal/streams/end` ends every stream of the isolate after the events
+ * The local stack's shutdown in the Worker (docs/api.md "Shutdown and readiness": the service ends
+ * open event streams): `POST /internal/streams/end` ends every stream of the isolate after the events
  * its object already sent, answers once they are over, and new streams get `429` from then on.
  * A file of its own: the isolate stays closing afterwards.
  */

@@ -1,5 +1,5 @@
 /**
- * `limits.subscribers` across the deployment (spec Limits, "Read or stream events"): the
+ * `limits.subscribers` across the deployment (docs/api.md "SSE"): the
  * StreamGate with several isolates' slot holders (StreamSlots instances standing in for isolates),
  * and the Worker's SSE route with streams on many sessions. The pool's config: subscribers 2, two
  * tenants (share: 2).

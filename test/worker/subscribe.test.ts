@@ -1,6 +1,6 @@
 /**
  * Event streams: the subscribe socket protocol between the Worker's SSE relay and a SessionObject
- * (spec "Read or stream events", "SSE wire format"; docs/architecture.md), driven directly through
+ * (docs/api.md "SSE"; docs/architecture.md), driven directly through
  * the object's stub, and the Worker relay end to end through `exports.default.fetch`.
  */
 import { evictDurableObject, runInDurableObject } from "cloudflare:test";

@@ -1,5 +1,5 @@
 /**
- * Readiness with persistence (spec "Health": `503` until the startup check of sessions needing
+ * Readiness with persistence (docs/api.md "Shutdown and readiness": `503` until the startup check of sessions needing
  * upload completes): the SyncBacklog's startup scan runs whenever the object starts, which is also
  * after workerd evicts it for being idle. A fresh object here stands for one just started.
  */

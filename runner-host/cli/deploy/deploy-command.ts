@@ -4,7 +4,7 @@
  *
  * The configuration travels as a generated entry module (deploy-entry.mjs in a temporary
  * directory) that installs the file's text and re-exports src/index.ts, so it can be as large as
- * the spec allows (4 MiB) while a Workers variable holds 5 KB. The named variables are uploaded
+ * a configuration may be (4 MiB) while a Workers variable holds 5 KB. The named variables are uploaded
  * with the same version (`--secrets-file`, a temporary 0600 file deleted afterwards) unless
  * `-remote-secrets` says they are Worker secrets already. Exit codes: 0 ok, 1 a problem, 2 usage.
  */
