@@ -13,7 +13,8 @@ import path from "node:path";
 import type { RunnerConfig } from "../../src/shared/runner-config-schema.ts";
 import { resolveDataDir } from "./config-file.ts";
 import { dataDirProblem, makePrivateDataDir } from "./data-dir-usable.ts";
-import { harnessUserProblem } from "../harness/harness-users.ts";
+import { harnessUidRange, harnessUserProblem, removeStaleHarnessDirs } from "../harness/harness-users.ts";
+import { harnessIdentity } from "../harness/clean-spawn.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
 import { log } from "../log.ts";
 import { RunnerHost } from "../runner-host.ts";
@@ -164,5 +165,8 @@ export function harnessRoot(dataDir: string): string {
   const dir = path.join(dataDir, "harness");
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // Harnesses with users of their own keep their private directories in the temporary directory:
+  // what a killed runner-host left there goes too.
+  if (harnessIdentity() === "own") removeStaleHarnessDirs(harnessUidRange(process.env.SVC_HARNESS_UIDS));
   return dir;
 }

@@ -17,7 +17,7 @@
  * followed by kills misses a child that keeps forking and exiting under new pids.
  */
 import { spawn } from "node:child_process";
-import { readdirSync, statSync } from "node:fs";
+import { lstatSync, readdirSync, rmSync, statSync } from "node:fs";
 import { lstat, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -94,6 +94,33 @@ export function harnessUserProblem(env: Record<string, string | undefined> = pro
   } catch (e) {
     return (e as Error).message;
   }
+}
+
+/**
+ * Younger private directories are left alone by the start-up sweep, ms: another runner-host on the
+ * machine may have made one and not yet started its process (a minute is far beyond that gap).
+ */
+const STALE_DIR_MIN_AGE_MS = 60_000;
+
+/**
+ * At a root runner-host's start: private directories (`svc-harness-*` in the temporary directory)
+ * that a runner-host killed before it could remove them left behind, with whatever its harnesses
+ * wrote (conversation files among them). One is stale when it belongs to an id of the range that
+ * no process runs as, and is over a minute old; those are removed. Returns how many.
+ */
+export function removeStaleHarnessDirs(range: { first: number; last: number }, dir = tmpdir()): number {
+  const running = runningUids();
+  let removed = 0;
+  for (const name of readdirSync(dir)) {
+    if (!name.startsWith("svc-harness-")) continue;
+    const entry = path.join(dir, name);
+    const st = lstatSync(entry, { throwIfNoEntry: false });
+    if (!st?.isDirectory() || st.uid < range.first || st.uid > range.last || running.has(st.uid)) continue;
+    if (Date.now() - st.mtimeMs < STALE_DIR_MIN_AGE_MS) continue; // a fresh one: made, its process not started yet
+    rmSync(entry, { recursive: true, force: true });
+    removed++;
+  }
+  return removed;
 }
 
 /** The owners of every running process (a /proc/<pid> directory belongs to the process's user). */

@@ -3,11 +3,14 @@
  * never an id another running process has, freed only once nothing runs as it any more.
  */
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { once } from "node:events";
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { harnessIdentity } from "../../runner-host/harness/clean-spawn.ts";
 import { HarnessProcess } from "../../runner-host/harness/harness-process.ts";
-import { DEFAULT_HARNESS_UIDS, harnessUidRange, harnessUserProblem, HarnessUsers } from "../../runner-host/harness/harness-users.ts";
+import { DEFAULT_HARNESS_UIDS, harnessUidRange, harnessUserProblem, HarnessUsers, removeStaleHarnessDirs } from "../../runner-host/harness/harness-users.ts";
 import { rootDir } from "./harness-helpers.ts";
 
 const me = process.getuid!();
@@ -95,5 +98,31 @@ describe("harness users", () => {
     await hp.kill();
     expect(existsSync(hp.workDir)).toBe(false);
     expect(logs.filter((l) => l.level === "error")).toEqual([]);
+  });
+
+  it.runIf(me === 0)("at start, removes the private directories a killed runner-host left, and only those", async () => {
+    const tmp = mkdtempSync(path.join(tmpdir(), "svc-stale-"));
+    const sleeper = spawn("sleep", ["30"], { uid: 150_001, gid: 150_001, stdio: "ignore" });
+    try {
+      await once(sleeper, "spawn"); // running as its user from here on
+      const old = Date.now() / 1000 - 3600;
+      const make = (name: string, uid: number, aged = true) => {
+        const dir = path.join(tmp, name);
+        mkdirSync(path.join(dir, "home"), { recursive: true });
+        chownSync(dir, uid, uid);
+        if (aged) utimesSync(dir, old, old);
+        return dir;
+      };
+      const stale = make("svc-harness-stale", 150_000); // in the range, nothing runs as it
+      const live = make("svc-harness-live", 150_001); // its process still runs
+      const fresh = make("svc-harness-fresh", 150_002, false); // just made, its process not started yet
+      const outside = make("svc-harness-other", 4242); // not an id of the range
+      const unrelated = make("something-else", 150_003);
+      expect(removeStaleHarnessDirs({ first: 150_000, last: 150_010 }, tmp)).toBe(1);
+      expect([stale, live, fresh, outside, unrelated].map((d) => existsSync(d))).toEqual([false, true, true, true, true]);
+    } finally {
+      sleeper.kill("SIGKILL");
+      rmSync(tmp, { recursive: true, force: true });
+    }
   });
 });
