@@ -59,7 +59,7 @@ describe("npm start", () => {
     const token = parseEnv(readFileSync(path.join(dir, "local.env"), "utf8")).SVC_DEMO_TOKEN!;
     demo = spawnLogged("npm", ["start", "--", "-config", configPath], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? "", HOME: dir, WRANGLER_SEND_METRICS: "false" },
+      env: { PATH: process.env.PATH ?? "", HOME: dir, ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}), WRANGLER_SEND_METRICS: "false" },
       detached: true,
     });
     await demo.waitFor(/scripted model server on http:\/\/127\.0\.0\.1:8791\/v1/, 60_000);

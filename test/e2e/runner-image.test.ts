@@ -71,7 +71,7 @@ describe("the runner-host image", () => {
     const [program, ...args] = instruction("CMD").map((a) => (a === IMAGE_CONFIG ? configPath : a));
     expect(program).toBe("node");
     // The image's PATH finds its Node 24 as `node`; here that is this test's own Node.
-    const runner = spawnLogged(process.execPath, args, { cwd: ROOT, env: { PATH: process.env.PATH ?? "", HOME: stack.dir, SVC_RUNNER_SECRET: env.SVC_RUNNER_SECRET } });
+    const runner = spawnLogged(process.execPath, args, { cwd: ROOT, env: { PATH: process.env.PATH ?? "", HOME: stack.dir, ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}), SVC_RUNNER_SECRET: env.SVC_RUNNER_SECRET } });
     await runner.waitFor(/"msg":"runner-host connected"/);
 
     const created = await call(stack.url, "POST", "/sessions", { token: env.MANAGE, body: { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } } });

@@ -58,7 +58,7 @@ beforeAll(async () => {
   ]);
   dev = spawnLogged(cmd, args, {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", HOME: dir, WRANGLER_SEND_METRICS: "false", CI: "1" },
+    env: { PATH: process.env.PATH ?? "", HOME: dir, ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}), WRANGLER_SEND_METRICS: "false", CI: "1" },
     detached: true,
   });
   url = /Ready on (http:\/\/\S+)/.exec(await dev.waitFor(/Ready on http:\/\//, 60_000))![1]!;

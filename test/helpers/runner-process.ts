@@ -17,7 +17,7 @@ export async function startRunner(o: { dir: string; config: Record<string, unkno
   writeFileSync(configPath, JSON.stringify({ data_dir: path.join(o.dir, "data"), harnesses: REFERENCE_HARNESS, ...o.config }));
   const p = spawnLogged(process.execPath, [path.join(ROOT, "cli/svc.mjs"), "runner", "-config", configPath], {
     cwd: o.dir,
-    env: { PATH: process.env.PATH ?? "", HOME: o.dir, ...o.env },
+    env: { PATH: process.env.PATH ?? "", HOME: o.dir, ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}), ...o.env },
   });
   if (o.connected !== false) await p.waitFor(/"msg":"runner-host connected"/);
   return { ...p, dir: o.dir, configPath };

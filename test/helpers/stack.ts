@@ -49,7 +49,7 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
   const args = [path.join(ROOT, "cli/svc.mjs"), "-config", configPath, ...(o.runner === false ? ["-no-runner"] : [])];
   const child = spawn(process.execPath, args, {
     cwd: o.cwd ?? dir,
-    env: { PATH: process.env.PATH ?? "", HOME: dir, ...o.env },
+    env: { PATH: process.env.PATH ?? "", HOME: dir, ...(process.env.TMPDIR ? { TMPDIR: process.env.TMPDIR } : {}), ...o.env },
     stdio: ["ignore", "pipe", "pipe", ...(o.inherit ? [...Array<"ignore">(o.inherit.at - 3).fill("ignore"), o.inherit.fd] : [])],
     detached: true,
   });
