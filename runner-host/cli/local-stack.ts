@@ -13,6 +13,7 @@ import { DEFAULT_RUNNER_SECRET_VAR, DRAIN_PATH, END_STREAMS_PATH, STREAM_END_MS 
 import { configuredRegions } from "../../src/runner/pool-name.ts";
 import { reloadEnvFileBeside, resolveDataDir } from "./config-file.ts";
 import { log, relayLine, type LogFields } from "../log.ts";
+import { CUT_REASON } from "../../src/sse/stream-rules.ts";
 import { persistenceFsHandler } from "./persistence-fs.ts";
 import { RunnerHost } from "../runner-host.ts";
 import { persistedRunnerId } from "./runner-id.ts";
@@ -106,7 +107,10 @@ async function launchOn(o: LocalStackOptions, env: NodeJS.ProcessEnv, dataDir: s
       host: "127.0.0.1",
       port: 0,
       unsafeDirectSockets: [{ host: listen.host, port }],
-      handleStructuredLogs: ({ level, message }: { level: string; message: string }) => relayLine("worker", level, message),
+      handleStructuredLogs: ({ level, message }: { level: string; message: string }) =>
+        message.startsWith("Uncaught exception") && message.endsWith(`Error: ${CUT_REASON}`)
+          ? log("info", "an event stream the service cut ended at the client's next read", { source: "worker" })
+          : relayLine("worker", level, message),
       // A developer's debugger for the Worker and its objects (CONTRIBUTING.md): off unless asked.
       ...(env.SVC_INSPECT_WORKER ? { inspectorPort: Number(env.SVC_INSPECT_WORKER) } : {}),
     }),

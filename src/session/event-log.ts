@@ -75,14 +75,14 @@ export class EventLog {
     return { seq, event, endOffset, bytes: lineBytes };
   }
 
-  /** Events with `seq > after`, oldest first: at most `limit`, and stopping past READ_BYTES. */
-  read(after: number, limit: number): LoggedEvent[] {
+  /** Events with `seq > after`, oldest first: at most `limit`, and stopping past `maxBytes` (at least one event). */
+  read(after: number, limit: number, maxBytes = READ_BYTES): LoggedEvent[] {
     const sizes = this.#sql
       .exec<{ bytes: number }>("SELECT bytes FROM events WHERE seq > ? ORDER BY seq LIMIT ?", after, limit)
       .toArray();
     let n = 0;
     let total = 0;
-    while (n < sizes.length && (n === 0 || total + sizes[n]!.bytes <= READ_BYTES)) total += sizes[n++]!.bytes;
+    while (n < sizes.length && (n === 0 || total + sizes[n]!.bytes <= maxBytes)) total += sizes[n++]!.bytes;
     const rows = this.#sql
       .exec<Row>("SELECT seq, data, chunks, end_offset, bytes FROM events WHERE seq > ? ORDER BY seq LIMIT ?", after, n)
       .toArray();

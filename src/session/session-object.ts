@@ -277,8 +277,8 @@ export class SessionObject extends DurableObject<Env> {
     const row = this.#state.row();
     if (!row) return ws.close(1011, "session is gone");
     this.#subs.onMessage(ws, text, {
-      read: (seq, limit) => ({
-        events: this.#state.log.read(seq, limit).map((l) => ({ seq: l.seq, event: this.#state.withCursor(row, l.seq, l.event) })),
+      read: (seq, limit, maxBytes) => ({
+        events: this.#state.log.read(seq, limit, maxBytes).map((l) => ({ seq: l.seq, event: this.#state.withCursor(row, l.seq, l.event) })),
         lastSeq: this.#state.log.lastSeq(),
       }),
       closed: () => row.status === "closed",

@@ -8,7 +8,7 @@
  * either read by the replay or pushed live, never both and never neither.
  */
 import type { Event } from "../shared/api-schema.ts";
-import { END, MORE, REPLAY_BATCH, type SubscribeDown } from "../shared/subscribe-protocol.ts";
+import { END, MORE, REPLAY_BATCH, REPLAY_BATCH_BYTES, type SubscribeDown } from "../shared/subscribe-protocol.ts";
 
 const TAG = "sse";
 
@@ -17,7 +17,7 @@ type Attachment = { mode: "replay" | "live"; seq: number; call?: string };
 
 export type ReplaySource = {
   /** Retained events after `seq` (with cursors), at most `limit`, and the log's last seq. */
-  read(seq: number, limit: number): { events: { seq: number; event: Event }[]; lastSeq: number };
+  read(seq: number, limit: number, maxBytes: number): { events: { seq: number; event: Event }[]; lastSeq: number };
   closed(): boolean;
 };
 
@@ -60,7 +60,7 @@ export class Subscribers {
     }
     const a = this.#get(ws);
     if (a.mode === "live") return;
-    const { events, lastSeq } = source.read(a.seq, REPLAY_BATCH);
+    const { events, lastSeq } = source.read(a.seq, REPLAY_BATCH, REPLAY_BATCH_BYTES);
     const seq = events.at(-1)?.seq ?? a.seq;
     const caughtUp = seq >= lastSeq;
     if (caughtUp && source.closed()) {

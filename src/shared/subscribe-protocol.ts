@@ -8,6 +8,13 @@ import type { Event } from "./api-schema.ts";
 
 /** SSE replay batch: 100 events (docs/api.md "SSE"). */
 export const REPLAY_BATCH = 100;
+/**
+ * Byte budget of one replay batch, in NDJSON line bytes (at least one event, whatever its size): a
+ * batch is one write to the client, and a client that stops reading pins the write the runtime is
+ * stuck on and the next one until it reads or goes, so a batch stays small (8 MiB batches pinned
+ * ~25 MiB of the Worker's memory per stalled client).
+ */
+export const REPLAY_BATCH_BYTES = 256 * 1024;
 
 export const MORE = "more";
 /**

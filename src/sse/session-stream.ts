@@ -16,7 +16,7 @@ import type { Event } from "../shared/api-schema.ts";
 import { concatBytes } from "../shared/bytes.ts";
 import type { EndableStream } from "../streams/open-streams.ts";
 import { encodeEvent, KEEPALIVE } from "./frame.ts";
-import { KEEPALIVE_MS, SSE_HEADERS, STREAM_CHECK_MS, WRITE_DEADLINE_MS } from "./stream-rules.ts";
+import { CUT_REASON, KEEPALIVE_MS, SSE_HEADERS, STREAM_CHECK_MS, WRITE_DEADLINE_MS } from "./stream-rules.ts";
 import { acceptObjectSocket, type ObjectStub } from "./object-socket.ts";
 /** Replay batches buffered ahead of the client: two keeps the log read and the client busy at once. */
 const REPLAY_AHEAD = 2;
@@ -114,12 +114,17 @@ export async function openSessionStream(
     pump();
   };
 
+  /**
+   * Disconnects this client: nothing more is queued or written, and what the writer still holds is
+   * dropped (aborted, not closed: a close would keep the frame waiting to be written, pinned until
+   * a client that stopped reading reads again or goes).
+   */
   const cut = () => {
     over();
     if (done) return;
     stop();
     queue.length = 0;
-    writer.abort(new Error("subscriber disconnected")).catch(() => {}); // the client is gone: no one to tell
+    writer.abort(new Error(CUT_REASON)).catch(() => {}); // the client is gone: no one to tell
   };
 
   /** Shutdown: the object ends the stream after what it already sent (its `end` comes last). */

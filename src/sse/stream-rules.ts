@@ -13,5 +13,12 @@ export const WRITE_DEADLINE_MS = 15_000;
  */
 export const STREAM_CHECK_MS = 1_000;
 
+/**
+ * The reason a cut stream's body is aborted with. The runtime reports an aborted response body as an
+ * uncaught exception naming it (at the client's next read, for a client that stopped reading); the
+ * local stack logs that report as the expected end it is (runner-host/cli/local-stack.ts).
+ */
+export const CUT_REASON = "subscriber disconnected";
+
 /** Never cached, and never buffered by a proxy on the way (frames must reach the client as written). */
 export const SSE_HEADERS = { "Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no" } as const;

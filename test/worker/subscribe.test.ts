@@ -7,7 +7,7 @@ import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { Event, EventList } from "../../src/shared/api-schema.ts";
 import type { SessionObject } from "../../src/session/session-object.ts";
-import { REPLAY_BATCH, type SubscribeDown } from "../../src/shared/subscribe-protocol.ts";
+import { REPLAY_BATCH, REPLAY_BATCH_BYTES, type SubscribeDown } from "../../src/shared/subscribe-protocol.ts";
 import {
   api,
   appendRecords,
@@ -95,6 +95,25 @@ describe("subscribe socket: replay, then live", () => {
 
     const e = await send(stub, "after replay");
     expect(await s.next("the live push")).toEqual({ t: "live", events: [e] });
+    s.ws.close(1000);
+  });
+
+  it("stops a replay batch at 256 KiB of records, and still sends a larger record alone", async () => {
+    const stub = await createdStub();
+    // Five records of ~100 KB: two fit a batch, a third would not. Then one of ~600 KB.
+    const big = (i: number, kb: number) => ({ type: "assistant.message", data: { text: `${i}`.padEnd(kb * 1000, "x") } });
+    await appendRecords(stub, [0, 1, 2, 3, 4].map((i) => big(i, 100)));
+    await appendRecords(stub, [big(5, 600)]);
+    const s = await subscribe(stub, "");
+    const sizes: number[] = [];
+    for (;;) {
+      s.more();
+      const b = await nextReplay(s, `replay batch ${sizes.length + 1}`);
+      sizes.push(b.events.length);
+      if (b.live) break;
+    }
+    expect(REPLAY_BATCH_BYTES).toBe(256 * 1024);
+    expect(sizes).toEqual([2, 2, 1, 1]);
     s.ws.close(1000);
   });
 
