@@ -3,11 +3,12 @@
  * (1 to MAX_CALL_ID_CHARS) and a line (`max_line_bytes`), and the runner-host ends the whole
  * process on a line that breaks either, with every session in it: a provider that sends a call
  * without an id, or a 9 MiB reply, must fail only its own turn, or nothing.
- * - A call id out of bounds travels under an id of the harness's own, mapped back for its result.
+ * - A call id out of bounds, or repeated in one message, is replaced by one of the harness's own.
  * - A delta too large for a line is split into several (deltas are text to concatenate).
  * - Any other event too large for a line is not written; the turn fails with `service_error`.
  */
-import { randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
+import type { AssistantMessage } from "@mariozechner/pi-ai";
 import { DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "../harness/jsonl.ts";
 import { MAX_CALL_ID_CHARS, type SessionEvent } from "../harness/protocol.ts";
 
@@ -17,32 +18,19 @@ import { MAX_CALL_ID_CHARS, type SessionEvent } from "../harness/protocol.ts";
  */
 export const MAX_DELTA_CHARS = 256 * 1024;
 
-/** Tool call ids as the provider gave them and as they go on the wire, for one session. */
-export class CallIds {
-  readonly #toWire = new Map<string, string>();
-  readonly #fromWire = new Map<string, string>();
-
-  /** The id the protocol carries for the provider's `id`: itself when it fits. */
-  wire(id: string): string {
-    if (id.length >= 1 && id.length <= MAX_CALL_ID_CHARS) return id;
-    let w = this.#toWire.get(id);
-    if (w === undefined) {
-      w = `svc-call-${randomUUID()}`;
-      this.#toWire.set(id, w);
-      this.#fromWire.set(w, id);
-    }
-    return w;
-  }
-
-  /** The provider's id for a wire id (a `tool_result`'s `call_id`). */
-  provider(wireId: string): string {
-    return this.#fromWire.get(wireId) ?? wireId;
-  }
-
-  /** At a turn's end: no result can come for its calls any more. */
-  clear(): void {
-    this.#toWire.clear();
-    this.#fromWire.clear();
+/**
+ * Gives every tool call of a finished assistant message an id the protocol carries and no other call
+ * of the message has: a provider's empty id (some OpenAI-compatible servers send none), one over
+ * MAX_CALL_ID_CHARS, or a repeat becomes `call_svc` + 24 hex (32 characters of `[A-Za-z0-9_]`, which
+ * every provider API takes back in the next request). In place: pi runs the calls, records them and
+ * sends them on from this very message.
+ */
+export function fitCallIds(message: AssistantMessage): void {
+  const seen = new Set<string>();
+  for (const c of message.content) {
+    if (c.type !== "toolCall") continue;
+    if (c.id.length < 1 || c.id.length > MAX_CALL_ID_CHARS || seen.has(c.id)) c.id = `call_svc${randomBytes(12).toString("hex")}`;
+    seen.add(c.id);
   }
 }
 

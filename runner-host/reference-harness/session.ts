@@ -15,7 +15,7 @@ import { parseJsonWithRepair, streamSimple, type Api, type AssistantMessage, typ
 import { STATE_FORMAT, type CommandOf, type NativeState, type SessionEvent, type ToolResult } from "../harness/protocol.ts";
 import { DEFAULT_MAX_LINE_BYTES } from "../harness/jsonl.ts";
 import { effortReachesWire } from "./effort-wire.ts";
-import { CallIds, deltaPieces, MAX_DELTA_CHARS, oversizeLine } from "./line-limits.ts";
+import { deltaPieces, fitCallIds, MAX_DELTA_CHARS, oversizeLine } from "./line-limits.ts";
 import { CommandError, effortUnsupported, resolveEffort, resolveModel, splitModelRef, supportedEfforts } from "./model.ts";
 import { makeAgentTools, PendingCalls, toServiceContent, withRealSchemas, type ToolDetails } from "./tools.ts";
 
@@ -52,8 +52,6 @@ export class Session {
   #interrupted = false;
   #internalError?: string;
   #appended: number;
-  /** Provider call ids as the protocol carries them (./line-limits.ts). */
-  #callIds = new CallIds();
   /** call ids that reached the service; any other finished call was answered by pi itself. */
   #dispatched = new Set<string>();
   #argsById = new Map<string, Record<string, unknown>>();
@@ -64,6 +62,8 @@ export class Session {
    * cannot parse, and the completed part of a cut-off object; such a call is refused, not dispatched.
    */
   #badArgs = new Map<string, string>();
+  /** The same, by content index, while the message streams (ids are fitted at its end). */
+  #badArgsAt = new Map<number, string>();
   /** The current generation was started with an already-aborted signal: it never reached the provider. */
   #stillborn = false;
   /**
@@ -157,7 +157,7 @@ export class Session {
   }
 
   toolResult(callId: string, result: ToolResult): void {
-    if (!this.#calls.settle(this.#callIds.provider(callId), result)) {
+    if (!this.#calls.settle(callId, result)) {
       throw new CommandError("unknown_call", `no pending tool call ${JSON.stringify(callId)} in this session`);
     }
   }
@@ -191,7 +191,7 @@ export class Session {
 
   #dispatch(callId: string, name: string, args: Record<string, unknown>): void {
     this.#dispatched.add(callId);
-    this.#emit({ type: "tool.call", call: { id: this.#callIds.wire(callId), name, arguments: args } });
+    this.#emit({ type: "tool.call", call: { id: callId, name, arguments: args } });
   }
 
   #onAgentEvent(event: AgentEvent): void {
@@ -208,11 +208,19 @@ export class Session {
           const raw = this.#rawArgs.get(m.contentIndex) ?? "";
           this.#rawArgs.delete(m.contentIndex);
           const problem = argumentsProblem(raw);
-          if (problem) this.#badArgs.set(m.toolCall.id, `the arguments of this call to "${m.toolCall.name}" ${problem}; it was not run`);
+          if (problem) this.#badArgsAt.set(m.contentIndex, `the arguments of this call to "${m.toolCall.name}" ${problem}; it was not run`);
         }
         return;
       }
       case "message_end":
+        if (event.message.role === "assistant") {
+          // Before pi runs the calls (it reads them from this very message after this event).
+          fitCallIds(event.message);
+          this.#badArgs = new Map(
+            event.message.content.flatMap((c, i) => (c.type === "toolCall" && this.#badArgsAt.has(i) ? [[c.id, this.#badArgsAt.get(i)!] as const] : [])),
+          );
+          this.#badArgsAt.clear();
+        }
         if (event.message.role === "assistant" && !(this.#stillborn && event.message.stopReason === "aborted")) {
           this.#emit(assistantMessage(event.message));
         }
@@ -226,7 +234,7 @@ export class Session {
         if (this.#dispatched.delete(event.toolCallId)) return;
         // pi answered this call itself (unknown tool name, arguments refused here): the service
         // records the pair and runs nothing.
-        const id = this.#callIds.wire(event.toolCallId);
+        const id = event.toolCallId;
         this.#emit({ type: "tool.call", call: { id, name: event.toolName, arguments: args }, answered: true });
         const content = toServiceContent(event.result?.content);
         this.#emit({ type: "tool.result", call_id: id, result: { content, is_error: event.isError } });
@@ -250,9 +258,9 @@ export class Session {
     this.#appendNew();
     const end = this.#classify(start);
     this.#dispatched.clear();
-    this.#callIds.clear();
     this.#argsById.clear();
     this.#badArgs.clear();
+    this.#badArgsAt.clear();
     this.#rawArgs.clear();
     this.#emit({ type: "turn.end", ...end });
     if (this.#turn === turn) this.#turn = undefined;

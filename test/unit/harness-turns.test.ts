@@ -113,15 +113,28 @@ describe("reference harness on the scripted provider", () => {
   it.each([
     ["left empty", 0],
     ["longer than the protocol carries", 5000],
-  ])("a tool call id the provider %s travels under an id of the harness's own, and its result reaches the call", async (_what, chars) => {
+  ])("a tool call id the provider %s is replaced by one of the harness's own, which the provider then gets back", async (_what, chars) => {
     const { session, log } = await open();
     await run(session, "t1", `oddid${chars} [[call-id-chars ${chars}]] [[tool get_weather {"city":"Rome"}]]`);
     const call = await log.next("tool.call");
-    expect(call.call.id).toMatch(/^svc-call-[0-9a-f-]{36}$/);
+    expect(call.call.id).toMatch(/^call_svc[0-9a-f]{24}$/);
     await ok(hp, { op: "tool_result", session, call_id: call.call.id, result: { content: [{ type: "text", text: "sunny" }] } });
     expect(await log.next("turn.end")).toMatchObject({ status: "completed" });
-    // The provider gets its own id back with the result.
-    expect(requestsFor(`oddid${chars}`)[1]!.body.messages.at(-1)).toMatchObject({ role: "tool", tool_call_id: "c".repeat(chars), content: "sunny" });
+    const messages = requestsFor(`oddid${chars}`)[1]!.body.messages;
+    expect(messages.at(-2).tool_calls.map((c: { id: string }) => c.id)).toEqual([call.call.id]);
+    expect(messages.at(-1)).toMatchObject({ role: "tool", tool_call_id: call.call.id, content: "sunny" });
+  });
+
+  it("two calls of one reply with the same (empty) provider id each get an id, a result, and the turn ends", async () => {
+    const { session, log } = await open();
+    await run(session, "t1", 'twinids [[call-id-chars 0]] [[tool get_weather {"city":"a"}]] [[tool get_weather {"city":"b"}]]');
+    const first = await log.next("tool.call");
+    const second = await log.next("tool.call");
+    expect(new Set([first.call.id, second.call.id]).size).toBe(2);
+    for (const c of [first, second]) await ok(hp, { op: "tool_result", session, call_id: c.call.id, result: { content: [{ type: "text", text: `for ${c.call.arguments.city}` }] } });
+    expect(await log.next("turn.end")).toMatchObject({ status: "completed" });
+    const tools = requestsFor("twinids")[1]!.body.messages.filter((m: { role: string }) => m.role === "tool");
+    expect(tools.map((m: { tool_call_id: string }) => m.tool_call_id).sort()).toEqual([first.call.id, second.call.id].sort());
   });
 
   it("a reply too large for one protocol line fails only its own turn (service_error); the process and another session carry on", async () => {
