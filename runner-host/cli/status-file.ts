@@ -75,7 +75,13 @@ export function readStatus(dataDir: string): { healthy: boolean; status?: Runner
     if (code === "ENOENT") return { healthy: false, problem: "no status file: the runner-host has not started" };
     return { healthy: false, problem: `the status file ${file} cannot be read: ${code ?? (e as Error).message}` };
   }
+  const s = status as Partial<RunnerStatus> | null;
+  if (typeof s !== "object" || s === null || Array.isArray(s) || typeof s.pid !== "number" || typeof s.updated_at !== "string" || Number.isNaN(Date.parse(s.updated_at))) {
+    return { healthy: false, problem: `the status file ${file} is not one a runner-host writes` };
+  }
   const age = Date.now() - Date.parse(status.updated_at);
+  // A clock set back, or a hand-made file: a status from the future proves nothing about now.
+  if (age < -STATUS_FRESH_MS) return { healthy: false, status, problem: "the status is dated in the future" };
   if (!(age < STATUS_FRESH_MS)) return { healthy: false, status, problem: `the status is ${Math.round(age / 1000)} s old` };
   // A fresh file outlives its writer by up to STATUS_FRESH_MS: a killed runner-host is not healthy.
   if (!pidExists(status.pid)) return { healthy: false, status, problem: `the runner-host (pid ${status.pid}) is not running` };

@@ -49,7 +49,9 @@ export class HarnessUsers {
 
   /** A user no other harness process (of this runner-host, or running anywhere on the machine) has. */
   acquire(): Identity {
-    const busy = runningUids();
+    // An id that still owns a private directory is busy too: a runner-host killed a moment ago left
+    // it (its process gone); the next process given the id, of any tenant, would own those files.
+    const busy = new Set([...runningUids(), ...privateDirOwners(this)]);
     const size = this.last - this.first + 1;
     for (let i = 0; i < size; i++) {
       const uid = this.first + ((this.#next - this.first + i) % size);
@@ -103,24 +105,45 @@ export function harnessUserProblem(env: Record<string, string | undefined> = pro
 const STALE_DIR_MIN_AGE_MS = 60_000;
 
 /**
- * At a root runner-host's start: private directories (`svc-harness-*` in the temporary directory)
- * that a runner-host killed before it could remove them left behind, with whatever its harnesses
- * wrote (conversation files among them). One is stale when it belongs to an id of the range that
- * no process runs as, and is over a minute old; those are removed. Returns how many.
+ * At a root runner-host's start: what harness users of the range left behind when a runner-host was
+ * killed before it could release them, with whatever they wrote (conversation files among them),
+ * so that no process later given one of those ids, of any tenant, owns it. Removed: every entry at
+ * the top of the shared temporary directories owned by an id of the range that no process runs as;
+ * a private directory (`svc-harness-*`) only once it is over a minute old (another runner-host may
+ * have just made it for a process not started yet; `acquire` skips its id meanwhile). Returns how
+ * many entries went.
  */
-export function removeStaleHarnessDirs(range: { first: number; last: number }, dir = tmpdir()): number {
+export function removeStaleHarnessDirs(range: { first: number; last: number }, dirs: readonly string[] = [...new Set([...SHARED_TEMP_DIRS, tmpdir()])]): number {
   const running = runningUids();
   let removed = 0;
-  for (const name of readdirSync(dir)) {
-    if (!name.startsWith("svc-harness-")) continue;
-    const entry = path.join(dir, name);
-    const st = lstatSync(entry, { throwIfNoEntry: false });
-    if (!st?.isDirectory() || st.uid < range.first || st.uid > range.last || running.has(st.uid)) continue;
-    if (Date.now() - st.mtimeMs < STALE_DIR_MIN_AGE_MS) continue; // a fresh one: made, its process not started yet
-    rmSync(entry, { recursive: true, force: true });
-    removed++;
+  for (const dir of dirs) {
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      continue; // no such directory on this machine (/dev/shm in some containers)
+    }
+    for (const name of names) {
+      const entry = path.join(dir, name);
+      const st = lstatSync(entry, { throwIfNoEntry: false });
+      if (!st || st.uid < range.first || st.uid > range.last || running.has(st.uid)) continue;
+      if (name.startsWith("svc-harness-") && Date.now() - st.mtimeMs < STALE_DIR_MIN_AGE_MS) continue; // a fresh one: made, its process not started yet
+      rmSync(entry, { recursive: true, force: true });
+      removed++;
+    }
   }
   return removed;
+}
+
+/** Ids of the range that own a private directory in the temporary directory. */
+function privateDirOwners(range: { first: number; last: number }): number[] {
+  const owners: number[] = [];
+  for (const name of readdirSync(tmpdir())) {
+    if (!name.startsWith("svc-harness-")) continue;
+    const st = lstatSync(path.join(tmpdir(), name), { throwIfNoEntry: false });
+    if (st && st.uid >= range.first && st.uid <= range.last) owners.push(st.uid);
+  }
+  return owners;
 }
 
 /** The owners of every running process (a /proc/<pid> directory belongs to the process's user). */

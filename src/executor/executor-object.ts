@@ -26,7 +26,7 @@ import {
   type RpcError,
 } from "../shared/executor-protocol.ts";
 import type { ToolResult } from "../shared/result-schema.ts";
-import { asResult, asResultAsync, conflict, ERROR_STATUS, ServiceError, unauthorized, type Result } from "../shared/errors.ts";
+import { asResult, asResultAsync, conflict, ERROR_STATUS, invalid, ServiceError, unauthorized, type Result } from "../shared/errors.ts";
 import { BODY_OVERHEAD_BYTES, parseBody } from "../http/body.ts";
 import { publicError, toServiceError } from "../http/errors.ts";
 import { callIdOf, parseReply } from "./replies.ts";
@@ -165,10 +165,12 @@ export class ExecutorObject extends DurableObject<Env> {
   async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer): Promise<void> {
     const a = this.#conns.of(ws);
     if (a?.kind !== "rpc") return;
-    const text = typeof message === "string" ? message : new TextDecoder().decode(message);
+    let text = typeof message === "string" ? message : "";
     const { limits } = (await getRuntime(this.env)).config;
     let callId: string | undefined;
     try {
+      // A binary message holds a Reply as UTF-8, strictly, as a request body does.
+      if (typeof message !== "string") text = strictUtf8(message);
       if (byteLength(text) > limits.input_bytes + BODY_OVERHEAD_BYTES) {
         throw new ServiceError("invalid_request", `message is larger than ${limits.input_bytes + BODY_OVERHEAD_BYTES} bytes`, 413);
       }
@@ -276,5 +278,13 @@ export class ExecutorObject extends DurableObject<Env> {
     const at = Date.now() + SWEEP_MS;
     const current = await this.ctx.storage.getAlarm();
     if (current === null || current > at) await this.ctx.storage.setAlarm(at);
+  }
+}
+
+function strictUtf8(bytes: ArrayBuffer): string {
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
+  } catch {
+    throw invalid("message is not valid UTF-8");
   }
 }

@@ -33,15 +33,21 @@ export const DISCARD_MAX_BYTES = 4 * 1024 * 1024;
  * would hold the request, and its answer, forever. The same 15 s as for headers.
  */
 export const BODY_STALL_MS = 15_000;
+/**
+ * Longest a body may take in all, ms: a client trickling a byte every few seconds never stalls, and
+ * would hold its request (and, unauthenticated, a refusal draining 4 MiB) for days. The largest body
+ * (1 MiB + 16 KiB) fits in 120 s at under 9 KB/s.
+ */
+export const BODY_TOTAL_MS = 120_000;
 
-/** Thrown by `readChunk` when the body stalled; the reader is cancelled by then. */
+/** Thrown by `readChunk` when the body stalled or ran out of time; the reader is cancelled by then. */
 class BodyStalled extends Error {}
 
-/** The next chunk, or `BodyStalled` when none came within BODY_STALL_MS. */
-async function readChunk(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<ReadableStreamReadResult<Uint8Array>> {
+/** The next chunk, or `BodyStalled` when none came within BODY_STALL_MS or before `deadline` (epoch ms). */
+async function readChunk(reader: ReadableStreamDefaultReader<Uint8Array>, deadline: number): Promise<ReadableStreamReadResult<Uint8Array>> {
   let timer: ReturnType<typeof setTimeout> | null = null;
   const stalled = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new BodyStalled()), BODY_STALL_MS);
+    timer = setTimeout(() => reject(new BodyStalled()), Math.max(0, Math.min(BODY_STALL_MS, deadline - Date.now())));
   });
   try {
     return await Promise.race([reader.read(), stalled]);
@@ -76,9 +82,10 @@ export async function readBody(c: Context, cap: number): Promise<string> {
   }
   const parts: Uint8Array[] = [];
   let size = 0;
+  const deadline = Date.now() + BODY_TOTAL_MS;
   try {
     for (;;) {
-      const { done, value } = await readChunk(reader);
+      const { done, value } = await readChunk(reader, deadline);
       if (done) break;
       size += value.byteLength;
       if (size > cap) {
@@ -89,7 +96,9 @@ export async function readBody(c: Context, cap: number): Promise<string> {
     }
   } catch (e) {
     if (e instanceof ServiceError) throw e;
-    if (e instanceof BodyStalled) throw invalid(`request body stalled: no bytes for ${BODY_STALL_MS / 1000} s`);
+    if (e instanceof BodyStalled) {
+      throw invalid(Date.now() >= deadline ? `request body too slow: not complete within ${BODY_TOTAL_MS / 1000} s` : `request body stalled: no bytes for ${BODY_STALL_MS / 1000} s`);
+    }
     // The client stopped sending before the body was complete (a Content-Length longer than the
     // bytes sent, a dropped chunked body): its fault, not ours.
     throw invalid("request body ended before it was complete");
@@ -123,8 +132,9 @@ export const discardUnreadBody: MiddlewareHandler = async (c, next) => {
 async function discard(reader: ReadableStreamDefaultReader<Uint8Array>, seen: number, declared: number | undefined): Promise<void> {
   try {
     let size = seen;
+    const deadline = Date.now() + BODY_TOTAL_MS;
     while (size <= DISCARD_MAX_BYTES && (declared === undefined || declared <= DISCARD_MAX_BYTES)) {
-      const { done, value } = await readChunk(reader);
+      const { done, value } = await readChunk(reader, deadline);
       if (done) return;
       size += value.byteLength;
     }

@@ -132,6 +132,9 @@ describe("runtime tools over RPC", () => {
     expect(await ex.waitError((e) => e.call_id === c.call_id)).toEqual({ error: { code: "conflict", message: expect.any(String) }, call_id: c.call_id });
     ex.send("{not json");
     expect((await ex.waitError((e) => e.error.code === "invalid_request")).call_id).toBeUndefined();
+    // A binary message is a Reply in strict UTF-8, as a request body is.
+    ex.send(new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]));
+    expect(await ex.waitError((e) => e.error.message === "message is not valid UTF-8")).toEqual({ error: { code: "invalid_request", message: "message is not valid UTF-8" } });
     ex.drop();
     s.sse.close();
   });

@@ -115,7 +115,7 @@ export async function sseExecutor(base: string, cred: { id: string; token: strin
   return ex;
 }
 
-export type RpcExecutor = Executor & { protocol: string; send(raw: string): void; waitError(pred: (e: any) => boolean, timeoutMs?: number): Promise<any> };
+export type RpcExecutor = Executor & { protocol: string; send(raw: string | Uint8Array): void; waitError(pred: (e: any) => boolean, timeoutMs?: number): Promise<any> };
 
 export async function rpcExecutor(base: string, cred: { id: string; token: string }, o: ExecutorOptions = {}): Promise<RpcExecutor> {
   const ws = new WebSocket(`${base.replace(/^http/, "ws")}/executors/${cred.id}/rpc`, ["svc-rpc", `svc-auth.${cred.token}`]);
@@ -141,7 +141,7 @@ export async function rpcExecutor(base: string, cred: { id: string; token: strin
       ws.send(JSON.stringify({ connection: ex.connection, ...r }));
       return Promise.resolve({ status: 0, body: undefined });
     },
-    send(raw: string): void {
+    send(raw: string | Uint8Array): void {
       ws.send(raw);
     },
     waitError(pred: (e: any) => boolean, timeoutMs = 20_000): Promise<any> {

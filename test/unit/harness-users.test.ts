@@ -100,7 +100,7 @@ describe("harness users", () => {
     expect(logs.filter((l) => l.level === "error")).toEqual([]);
   });
 
-  it.runIf(me === 0)("at start, removes the private directories a killed runner-host left, and only those", async () => {
+  it.runIf(me === 0)("at start, removes what the users of a killed runner-host left, and only that; a fresh private directory's id is not handed out", async () => {
     const tmp = mkdtempSync(path.join(tmpdir(), "svc-stale-"));
     const sleeper = spawn("sleep", ["30"], { uid: 150_001, gid: 150_001, stdio: "ignore" });
     try {
@@ -117,9 +117,19 @@ describe("harness users", () => {
       const live = make("svc-harness-live", 150_001); // its process still runs
       const fresh = make("svc-harness-fresh", 150_002, false); // just made, its process not started yet
       const outside = make("svc-harness-other", 4242); // not an id of the range
-      const unrelated = make("something-else", 150_003);
-      expect(removeStaleHarnessDirs({ first: 150_000, last: 150_010 }, tmp)).toBe(1);
-      expect([stale, live, fresh, outside, unrelated].map((d) => existsSync(d))).toEqual([false, true, true, true, true]);
+      const cache = make("a-cache", 150_003, false); // anything else a user of the range left, however new
+      const stranger = make("someone-elses", 4243);
+      expect(removeStaleHarnessDirs({ first: 150_000, last: 150_010 }, [tmp])).toBe(2);
+      expect([stale, live, fresh, outside, cache, stranger].map((d) => existsSync(d))).toEqual([false, true, true, true, false, true]);
+      // A private directory in the temporary directory keeps its id busy, even with no process.
+      const own = path.join(tmpdir(), "svc-harness-leftover-test");
+      mkdirSync(own);
+      chownSync(own, 150_004, 150_004);
+      try {
+        expect(new HarnessUsers({ first: 150_004, last: 150_005 }).acquire()).toEqual({ uid: 150_005, gid: 150_005 });
+      } finally {
+        rmSync(own, { recursive: true, force: true });
+      }
     } finally {
       sleeper.kill("SIGKILL");
       rmSync(tmp, { recursive: true, force: true });

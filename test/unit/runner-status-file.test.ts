@@ -64,12 +64,18 @@ describe("runner-host status file", () => {
     }
   });
 
-  it("says the runner-host has not started only when there is no status file; a torn one is named as such", () => {
+  it("says the runner-host has not started only when there is no status file; a torn, foreign or future one is named as such", () => {
     const dir = mkdtempSync(path.join(tmpdir(), "svc-status-"));
     try {
       expect(readStatus(dir)).toEqual({ healthy: false, problem: "no status file: the runner-host has not started" });
       writeFileSync(path.join(dir, "status.json"), '{"pid": 1, "runner_');
       expect(readStatus(dir)).toMatchObject({ healthy: false, problem: expect.stringMatching(/^the status file .*status\.json cannot be read: /) });
+      for (const text of ["null", "[]", "{}", '"x"', '{"pid":1,"updated_at":null}']) {
+        writeFileSync(path.join(dir, "status.json"), text);
+        expect(readStatus(dir), text).toMatchObject({ healthy: false, problem: expect.stringMatching(/is not one a runner-host writes$/) });
+      }
+      writeFileSync(path.join(dir, "status.json"), JSON.stringify({ pid: process.pid, ...status(), updated_at: "2999-01-01T00:00:00.000Z" }));
+      expect(readStatus(dir)).toMatchObject({ healthy: false, problem: "the status is dated in the future" });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
