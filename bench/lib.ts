@@ -8,6 +8,7 @@
  * parser costs several times more client CPU per event; on 2 cores that CPU is taken from the
  * server under test and would blur both columns toward the client's own limit.
  */
+import { rmSync } from "node:fs";
 import http from "node:http";
 import { spawn, type ChildProcess } from "node:child_process";
 import { buildHarness } from "../scripts/build-harness.ts";
@@ -333,6 +334,7 @@ export async function startBenchStack(
     try {
       process.kill(-stack.child.pid!, "SIGKILL"); // anything left in the stack's own group
     } catch {}
+    rmSync(stack.dir, { recursive: true, force: true }); // its config and data_dir: nothing of a bench run stays behind
   });
   return stack;
 }
