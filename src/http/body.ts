@@ -44,7 +44,7 @@ export const BODY_TOTAL_MS = 120_000;
 class BodyStalled extends Error {}
 
 /** The next chunk, or `BodyStalled` when none came within BODY_STALL_MS or before `deadline` (epoch ms). */
-async function readChunk(reader: ReadableStreamDefaultReader<Uint8Array>, deadline: number): Promise<ReadableStreamReadResult<Uint8Array>> {
+async function readChunk(reader: ReadableStreamDefaultReader<Uint8Array>, deadline: number): ReturnType<ReadableStreamDefaultReader<Uint8Array>["read"]> {
   let timer: ReturnType<typeof setTimeout> | null = null;
   const stalled = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new BodyStalled()), Math.max(0, Math.min(BODY_STALL_MS, deadline - Date.now())));

@@ -33,9 +33,8 @@ function at(path: string): PathMethods | undefined {
 
 /** `HEAD` on a route that can answer with a stream is refused before its GET handler runs. */
 export const refuseHeadOnStreams: MiddlewareHandler = async (c, next) => {
-  if (c.req.method === "HEAD" && at(c.req.path)?.stream) {
-    throw new ServiceError("not_found", `HEAD is not a method of ${at(c.req.path)!.template}: its GET opens a stream; use GET`, 404, { Allow: "GET" });
-  }
+  const p = c.req.method === "HEAD" ? at(c.req.path) : undefined;
+  if (p?.stream) throw new ServiceError("not_found", `HEAD is not a method of ${p.template}: its GET opens a stream; use GET`, 404, { Allow: "GET" });
   await next();
 };
 

@@ -34,49 +34,36 @@ export type RunnerMessagesParts = {
 };
 
 export class RunnerMessages {
-  readonly #state: RunnerMessagesParts["state"];
-  readonly #turns: RunnerMessagesParts["turns"];
-  readonly #link: RunnerMessagesParts["link"];
-  readonly #calls: RunnerMessagesParts["calls"];
-  readonly #live: RunnerMessagesParts["live"];
-  readonly #publication: RunnerMessagesParts["publication"];
-  readonly #work: RunnerMessagesParts["work"];
-  readonly #runtime: RunnerMessagesParts["runtime"];
+  /** The narrow parts it works with (one field: they are all the object's, wired once). */
+  readonly #p: RunnerMessagesParts;
 
-  constructor(o: RunnerMessagesParts) {
-    this.#state = o.state;
-    this.#turns = o.turns;
-    this.#link = o.link;
-    this.#calls = o.calls;
-    this.#live = o.live;
-    this.#publication = o.publication;
-    this.#work = o.work;
-    this.#runtime = o.runtime;
+  constructor(parts: RunnerMessagesParts) {
+    this.#p = parts;
   }
 
   /** A message on a runner socket (runner-link.ts tells those from subscribers' sockets). */
   onMessage(ws: WebSocket, text: string): Promise<void> | void {
     const parsed = parseLinkUp(text);
     if (!parsed.success) {
-      log("warn", "invalid runner link message", { session_id: this.#state.row()?.id });
+      log("warn", "invalid runner link message", { session_id: this.#p.state.row()?.id });
       return ws.close(1008, "invalid link message");
     }
-    if (this.#link.leaseOf(ws) !== this.#state.row()?.lease) return ws.close(LEASE_GONE_CLOSE_CODE, "lease is not current");
+    if (this.#p.link.leaseOf(ws) !== this.#p.state.row()?.lease) return ws.close(LEASE_GONE_CLOSE_CODE, "lease is not current");
     const m = parsed.data;
     switch (m.t) {
       case "hello":
         return this.#hello(m.down);
       case "ack":
-        return this.#link.acked(m.down, false);
+        return this.#p.link.acked(m.down, false);
       case "credential":
-        return this.#calls.credential(m.call_id).then((answer) => {
+        return this.#p.calls.credential(m.call_id).then((answer) => {
           // Straight to the socket: an override's plaintext is never stored with the link messages.
           if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(answer));
         });
       case "delta":
       case "progress": {
-        const e = this.#turns.live(m, now());
-        if (e) this.#live([e]);
+        const e = this.#p.turns.live(m, now());
+        if (e) this.#p.live([e]);
         return;
       }
       case "batch":
@@ -92,24 +79,24 @@ export class RunnerMessages {
    * publish, acks. Then one ack up to the last seq, and one publication of everything, in order.
    */
   async #apply(ws: WebSocket, items: BatchItem[]): Promise<void> {
-    const { limits } = (await this.#runtime()).config;
+    const { limits } = (await this.#p.runtime()).config;
     const at = now();
     type Done = { out: (LoggedEvent | Event)[]; applied: { m: NumberedUp; a: Applied }[]; failed?: { m: NumberedUp; e: unknown }; gap?: true };
-    const done = this.#state.storage.transactionSync((): Done => {
+    const done = this.#p.state.storage.transactionSync((): Done => {
       const d: Done = { out: [], applied: [] };
       for (const m of items) {
         if (m.t === "ack") {
-          this.#link.acked(m.down, false);
+          this.#p.link.acked(m.down, false);
           continue;
         }
         if (m.t === "delta" || m.t === "progress") {
-          const e = this.#turns.live(m, at);
+          const e = this.#p.turns.live(m, at);
           if (e) d.out.push(e);
           continue;
         }
         let a;
         try {
-          a = this.#turns.apply(m, at, limits.session_bytes);
+          a = this.#p.turns.apply(m, at, limits.session_bytes);
         } catch (e) {
           // That message alone was rolled back; what came before it in the frame stays applied.
           return { ...d, failed: { m, e } };
@@ -123,52 +110,52 @@ export class RunnerMessages {
       return d;
     });
     const last = items.findLast((m) => "seq" in m) as NumberedUp | undefined;
-    this.#publication.publish(done.out);
+    this.#p.publication.publish(done.out);
     if (done.failed) {
       // A local write failure (a record over 4 MiB, a full log, storage trouble): the turn fails
       // and the frame counts as applied, so the runner-host's resend is not retried forever.
       const { m, e } = done.failed;
-      log("error", "could not record a runner message", { session_id: this.#state.row()?.id, t: m.t, error: String(e) });
-      this.#state.set({ up_seq: Math.max(this.#state.require().up_seq, last!.seq) });
-      this.#link.ackUp(ws, last!.seq);
-      this.#work.loseRunner(`local write failure: ${e instanceof Error ? e.message : String(e)}`);
-      await this.#work.afterChange();
+      log("error", "could not record a runner message", { session_id: this.#p.state.row()?.id, t: m.t, error: String(e) });
+      this.#p.state.set({ up_seq: Math.max(this.#p.state.require().up_seq, last!.seq) });
+      this.#p.link.ackUp(ws, last!.seq);
+      this.#p.work.loseRunner(`local write failure: ${e instanceof Error ? e.message : String(e)}`);
+      await this.#p.work.afterChange();
       return;
     }
     if (done.gap) return ws.close(1008, "link sequence gap");
-    if (last) this.#link.ackUp(ws, Math.min(last.seq, this.#state.require().up_seq));
+    if (last) this.#p.link.ackUp(ws, Math.min(last.seq, this.#p.state.require().up_seq));
     if (done.applied.length === 0) return;
     for (const { m } of done.applied) {
-      if (m.t === "tool_call" && m.dispatched) await this.#calls.dispatch(m.call.id, m.call.name, m.call.arguments);
+      if (m.t === "tool_call" && m.dispatched) await this.#p.calls.dispatch(m.call.id, m.call.name, m.call.arguments);
     }
     const applied = done.applied.map((x) => x.a);
-    if (applied.some((a) => a.detached)) this.#state.storage.transactionSync(() => this.#link.release("runner-host detached"));
-    if (applied.some((a) => a.opened || a.next || a.detached)) await this.#work.schedule();
-    if (applied.some((a) => a.events.length > 0)) await this.#work.pushIndex();
+    if (applied.some((a) => a.detached)) this.#p.state.storage.transactionSync(() => this.#p.link.release("runner-host detached"));
+    if (applied.some((a) => a.opened || a.next || a.detached)) await this.#p.work.schedule();
+    if (applied.some((a) => a.events.length > 0)) await this.#p.work.pushIndex();
   }
 
   /** A (re)connected link: the first hello of a lease opens; a later one resends what is unacked. */
   async #hello(down: number): Promise<void> {
-    const rt = await this.#runtime();
-    this.#state.set({ link_lost_at: null });
-    if (this.#state.require().link_state === "requested") return this.#open();
-    this.#link.acked(down, true, rt);
+    const rt = await this.#p.runtime();
+    this.#p.state.set({ link_lost_at: null });
+    if (this.#p.state.require().link_state === "requested") return this.#open();
+    this.#p.link.acked(down, true, rt);
     // An input that arrived while the link was lost waited for it.
-    await this.#work.schedule();
+    await this.#p.work.schedule();
   }
 
   /** First hello of a lease: send what to open (config, provider key, native state). */
   async #open(): Promise<void> {
-    const rt = await this.#runtime();
-    const row = this.#state.require();
-    const messages = openMessages(rt, row, this.#turns);
+    const rt = await this.#p.runtime();
+    const row = this.#p.state.require();
+    const messages = openMessages(rt, row, this.#p.turns);
     if ("error" in messages) {
-      this.#work.loseRunner(messages.error);
-      return this.#work.afterChange();
+      this.#p.work.loseRunner(messages.error);
+      return this.#p.work.afterChange();
     }
-    this.#state.storage.transactionSync(() => {
-      this.#state.set({ link_state: "opening" });
-      for (const m of messages) this.#link.push(m, rt);
+    this.#p.state.storage.transactionSync(() => {
+      this.#p.state.set({ link_state: "opening" });
+      for (const m of messages) this.#p.link.push(m, rt);
     });
   }
 }

@@ -33,24 +33,11 @@ export type SchedulerParts = {
 };
 
 export class Scheduler {
-  readonly #state: SchedulerParts["state"];
-  readonly #turns: SchedulerParts["turns"];
-  readonly #link: SchedulerParts["link"];
-  readonly #placement: SchedulerParts["placement"];
-  readonly #publication: SchedulerParts["publication"];
-  readonly #index: SchedulerParts["index"];
-  readonly #changed: SchedulerParts["changed"];
-  readonly #runtime: SchedulerParts["runtime"];
+  /** The narrow parts it works with (one field: they are all the object's, wired once). */
+  readonly #p: SchedulerParts;
 
-  constructor(o: SchedulerParts) {
-    this.#state = o.state;
-    this.#turns = o.turns;
-    this.#link = o.link;
-    this.#placement = o.placement;
-    this.#publication = o.publication;
-    this.#index = o.index;
-    this.#changed = o.changed;
-    this.#runtime = o.runtime;
+  constructor(parts: SchedulerParts) {
+    this.#p = parts;
   }
 
   /**
@@ -60,7 +47,7 @@ export class Scheduler {
   async commit<T>(urgent: boolean, fn: () => Change<T>): Promise<Result<T>> {
     return asResultAsync(async () => {
       const change = fn();
-      this.#publication.publish(change.events);
+      this.#p.publication.publish(change.events);
       await this.schedule();
       if (change.events.length > 0) await this.pushIndex(urgent);
       return change.value;
@@ -74,37 +61,37 @@ export class Scheduler {
 
   /** Persistence notes the change, then the tenant index gets the summary (index-push.ts). */
   async pushIndex(urgent = false): Promise<void> {
-    await this.#changed();
-    await this.#index.push(urgent);
+    await this.#p.changed();
+    await this.#p.index.push(urgent);
   }
 
   /** Moves work forward: places the session on a runner-host, or starts the next queued turn. */
   async schedule(): Promise<void> {
-    const row = this.#state.row();
+    const row = this.#p.state.row();
     if (!row || row.status === "closed" || row.status === "interrupted" || row.status === "failed") return;
-    if (!this.#turns.running() && !this.#turns.hasQueued()) return;
+    if (!this.#p.turns.running() && !this.#p.turns.hasQueued()) return;
     if (row.link_state === "none") {
-      const lease = this.#state.storage.transactionSync(() => this.#link.newLease());
-      await this.#placement.place(sessionObjectName(row.tenant, row.id), lease, row.harness, (await this.#runtime()).config);
+      const lease = this.#p.state.storage.transactionSync(() => this.#p.link.newLease());
+      await this.#p.placement.place(sessionObjectName(row.tenant, row.id), lease, row.harness, (await this.#p.runtime()).config);
       return;
     }
-    if (row.link_state !== "open" || this.#turns.running()) return;
+    if (row.link_state !== "open" || this.#p.turns.running()) return;
     // The link is lost (its runner-host may be gone): the input waits, queued, for the runner-host
     // to dial back (hello starts it) or for the grace to run out (the session is placed anew). A
     // turn started now would fail with the link, though it never reached any runner-host.
-    if (row.link_lost_at && !this.#link.socket()) return;
-    const rt = await this.#runtime();
+    if (row.link_lost_at && !this.#p.link.socket()) return;
+    const rt = await this.#p.runtime();
     const model: string = JSON.parse(row.config).model;
     const grant = providerGrant(rt, model);
-    const events = this.#state.storage.transactionSync(() => {
-      const s = this.#turns.start(now());
+    const events = this.#p.state.storage.transactionSync(() => {
+      const s = this.#p.turns.start(now());
       if (!s) return [];
       if (!grant) {
         // The key vanished from the environment since creation: the turn cannot run.
         const message = `the key of provider "${model.split("/")[0]}" is not available`;
-        return [...s.events, ...this.#state.endWork(now(), "failed", { running: { code: "service_error", message }, queued: "the session failed" })];
+        return [...s.events, ...this.#p.state.endWork(now(), "failed", { running: { code: "service_error", message }, queued: "the session failed" })];
       }
-      this.#link.push({
+      this.#p.link.push({
         t: "run",
         turn: s.input.event_id,
         text: s.input.text,
@@ -115,29 +102,29 @@ export class Scheduler {
       return s.events;
     });
     if (events.length > 0) {
-      this.#publication.publish(events);
+      this.#p.publication.publish(events);
       await this.pushIndex();
     }
   }
 
   /** The runner-host is gone: a running turn fails, the lease is dropped. */
   loseRunner(message: string): void {
-    const events = this.#state.storage.transactionSync(() => {
-      const out = this.#turns.running()
-        ? this.#state.endWork(now(), "failed", { running: { code: "service_error", message }, queued: "the session failed" })
+    const events = this.#p.state.storage.transactionSync(() => {
+      const out = this.#p.turns.running()
+        ? this.#p.state.endWork(now(), "failed", { running: { code: "service_error", message }, queued: "the session failed" })
         : [];
-      this.#link.release(message);
+      this.#p.link.release(message);
       return out;
     });
-    this.#publication.publish(events);
+    this.#p.publication.publish(events);
   }
 
   /** The session waited for a runner-host and needs none now: every region's pool forgets it. */
   async withdraw(): Promise<void> {
-    const row = this.#state.require();
+    const row = this.#p.state.require();
     const name = sessionObjectName(row.tenant, row.id);
-    const { config } = await this.#runtime();
-    await this.#placement.withdraw(name, row.lease, config);
+    const { config } = await this.#p.runtime();
+    await this.#p.placement.withdraw(name, row.lease, config);
   }
 
   /**
@@ -145,8 +132,8 @@ export class Scheduler {
    * nothing runs, and no runner-host can take it (placement.ts `full`).
    */
   async noRoom(): Promise<boolean> {
-    const row = this.#state.row();
-    if (!row || row.link_state !== "none" || this.#turns.running()) return false;
-    return this.#placement.full(row.harness, (await this.#runtime()).config);
+    const row = this.#p.state.row();
+    if (!row || row.link_state !== "none" || this.#p.turns.running()) return false;
+    return this.#p.placement.full(row.harness, (await this.#p.runtime()).config);
   }
 }

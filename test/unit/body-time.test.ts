@@ -1,0 +1,48 @@
+/**
+ * How long the service waits for a request body (src/http/body.ts, docs/api.md "Limits"): 15 s
+ * without a byte, 120 s in all, each at its edge, on the clock the reader's timers run on.
+ */
+import type { Context } from "hono";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { BODY_STALL_MS, BODY_TOTAL_MS, readBody } from "../../src/http/body.ts";
+
+beforeEach(() => vi.useFakeTimers());
+afterEach(() => vi.useRealTimers());
+
+/** A chunked request whose body sends one byte every `everyMs` and never ends. */
+function trickle(everyMs: number): Context {
+  let timer: ReturnType<typeof setInterval> | undefined;
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      timer = setInterval(() => controller.enqueue(new Uint8Array([0x20])), everyMs);
+    },
+    cancel: () => clearInterval(timer),
+  });
+  const raw = new Request("http://svc/sessions", { method: "POST", body, duplex: "half" } as RequestInit);
+  return { req: { raw } } as unknown as Context;
+}
+
+/** The message readBody fails with, and when (ms on the fake clock). */
+async function outcome(c: Context, advanceMs: number): Promise<{ message: string; at: number }> {
+  const started = Date.now();
+  let settled: { message: string; at: number } | undefined;
+  readBody(c, 1_000_000).then(
+    () => (settled = { message: "read", at: Date.now() - started }),
+    (e: Error) => (settled = { message: e.message, at: Date.now() - started }),
+  );
+  for (let t = 0; t < advanceMs && !settled; t += 500) await vi.advanceTimersByTimeAsync(500);
+  expect(settled, "readBody settled").toBeDefined();
+  return settled!;
+}
+
+describe("request body time", () => {
+  it("a body that goes 15 s without a byte is refused at 15 s, not before", async () => {
+    const r = await outcome(trickle(60_000), 30_000);
+    expect(r).toEqual({ message: `request body stalled: no bytes for ${BODY_STALL_MS / 1000} s`, at: BODY_STALL_MS });
+  });
+
+  it("a byte every 14.5 s never stalls, and the body is refused at 120 s in all", async () => {
+    const r = await outcome(trickle(14_500), 200_000);
+    expect(r).toEqual({ message: `request body too slow: not complete within ${BODY_TOTAL_MS / 1000} s`, at: BODY_TOTAL_MS });
+  });
+});
