@@ -177,8 +177,13 @@ export class Turn {
     if (e.turn !== this.id || this.#ending) return;
     switch (e.type) {
       case "assistant.delta":
+        if (this.#abort.signal.aborted) return;
         return this.#deltas.push(e.text);
       case "assistant.message": {
+        // An interrupted turn records no reply, whoever stopped it (the client, a close, a
+        // shutdown): what the harness reports after the stop is the reply it cut off, with usage
+        // it could not know (docs/api.md "Turns").
+        if (this.#abort.signal.aborted) return;
         this.#deltas.flush();
         const { usage, stop_reason, model } = e;
         // A harness's output never carries the key it was given, whatever it echoes

@@ -187,8 +187,10 @@ describe("runner-host lost and shutdown", () => {
     const stack = await startStack({ config: config(), env });
     const s = await session(stack);
     const idle = (await call(stack.url, "POST", "/sessions", { token: env.MANAGE, body: { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } } })).body.id;
-    const m = await say(stack, s, "[[hang]]");
+    // Mid-reply: one delta out, the next one a minute away.
+    const m = await say(stack, s, "[[deltas 3]] [[delay 60000]]");
     await statusFrame(s, "running");
+    await s.sse.waitFor((f) => f.event === "assistant.delta");
     const stopped = stack.stop("SIGTERM");
     // The running turn is interrupted only after the Worker was told: from then on new work is
     // refused at once, not when the fleet snapshot next sees the runner-host draining.
@@ -207,7 +209,11 @@ describe("runner-host lost and shutdown", () => {
     const { code, ms } = await stopped;
     expect(code).toBe(0);
     expect(ms).toBeLessThan(20_000);
-    expect(s.sse.frames.slice(-2).map((f) => [f.event, f.json.data.code ?? f.json.data.status, f.json.input_id])).toEqual([
+    // As for an interrupt: the reply the stop cut off is not recorded (no `assistant.message`).
+    const turn = s.sse.frames.slice(s.sse.frames.findIndex((f) => f.event === "session.status" && f.json.data.status === "running"));
+    expect(turn.map((f) => [f.event, f.json.data.code ?? f.json.data.status ?? f.json.data.text, f.json.input_id])).toEqual([
+      ["session.status", "running", m],
+      ["assistant.delta", "aaaa", m],
       ["session.error", "conflict", m],
       ["session.status", "interrupted", undefined],
     ]);
