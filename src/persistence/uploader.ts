@@ -91,10 +91,18 @@ export class Uploader {
       blocks += batch.length;
     }
     const end = this.#s.require().log_bytes;
+    // A block ends at every checkpoint it reaches, so a restore's cut is a block boundary: the
+    // blocks past it hold only the cut-off tail and are deleted whole, and none that a kept
+    // checkpoint's manifest names holds any of it.
+    const cuts = this.#sql
+      .exec<{ o: number }>("SELECT event_offset AS o FROM checkpoints WHERE event_offset > ? AND event_offset < ? ORDER BY event_offset", this.row().uploaded_offset, end)
+      .toArray()
+      .map((c) => c.o);
     while (this.row().uploaded_offset < end && blocks < ROUND_BLOCKS) {
       const batch: { ref: BlockRef; text: string }[] = [];
       for (let start = this.row().uploaded_offset; start < end && batch.length < PARALLEL_PUTS; ) {
-        const { text, end: blockEnd } = this.#blockText(start, BLOCK_BYTES, end);
+        while (cuts.length > 0 && cuts[0]! <= start) cuts.shift();
+        const { text, end: blockEnd } = this.#blockText(start, BLOCK_BYTES, cuts[0] ?? end);
         const key = this.#layout.block(start, blockEnd, contentHash(text));
         batch.push({ ref: { key, start, end: blockEnd }, text });
         start = blockEnd;

@@ -149,6 +149,34 @@ describe("persistence (filesystem)", () => {
     expect(cps).toHaveLength(2);
   });
 
+  it("one upload covering several turns ends a block at each checkpoint, so a restore deletes every block that holds the cut-off tail", async () => {
+    // Only flushes upload here, so one upload round covers both turns.
+    const own = path.join(root, "one-round");
+    const quiet = await startStack({ config: stackConfig(provider, { ...persistence, directory: own, interval_seconds: 3600 }), env: baseEnv });
+    try {
+      const s = await createSession(quiet.url);
+      const c1 = await turn(quiet.url, s, "kept");
+      await turn(quiet.url, s, "CUT-OFF-TAIL");
+      expect((await call(quiet.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
+      const blocks = () => [...readTree(own)].filter(([k]) => k.includes(`/${s.id}/blocks/`)).map(([key, body]) => ({ key, body }));
+      const ranges = blocks().map((b) => /(\d{16})-(\d{16})-/.exec(b.key)!.slice(1).map(Number));
+      expect(ranges.filter(([start, end]) => start! < c1.offset && end! > c1.offset)).toEqual([]);
+      expect(ranges.map(([, end]) => end)).toContain(c1.offset);
+
+      expect((await call(quiet.url, "POST", `/sessions/${s.id}/restore`, { token: TOKEN, body: { checkpoint: c1.id } })).status).toBe(200);
+      expect((await call(quiet.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
+      const history = ndjson(await allEvents(quiet.url, s.id));
+      const stored = blocks();
+      expect(stored.filter((b) => b.body.toString().includes("CUT-OFF-TAIL")).map((b) => b.key)).toEqual([]);
+      expectBlocks(stored, history);
+      expect(stored.reduce((n, b) => n + b.body.byteLength, 0)).toBe(Buffer.byteLength(history));
+      // The restored checkpoint can be restored again: everything its manifest names is there.
+      expect((await call(quiet.url, "POST", `/sessions/${s.id}/restore`, { token: TOKEN, body: { checkpoint: c1.id } })).status).toBe(200);
+    } finally {
+      await quiet.stop();
+    }
+  });
+
   it("restore to a checkpoint taken while messages waited in the queue: each of them ends as a queued input interrupted before execution, then the session is idle", async () => {
     const s = await createSession(stack.url);
     const send = async (text: string) => (await post(`/sessions/${s.id}/events`, { type: "user.message", text })).body.id as string;
@@ -210,7 +238,9 @@ describe("persistence (filesystem)", () => {
     for (let i = 0; i < 6; i++) {
       const [restored, sent] = await Promise.all([
         post(`/sessions/${s.id}/restore`, { checkpoint: c0.id }),
-        post(`/sessions/${s.id}/events`, { type: "user.message", text: `racer ${i}` }),
+        // Its turn lasts longer than the restore takes to reach the object, so the restore cannot
+        // come after a finished turn (which it may cut: the message was then sent before it).
+        post(`/sessions/${s.id}/events`, { type: "user.message", text: `racer ${i} [[ttft 250]]` }),
       ]);
       expect([200, 409]).toContain(restored.status);
       expect(sent.status).toBe(202);
