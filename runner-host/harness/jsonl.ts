@@ -11,6 +11,10 @@
  */
 import { StringDecoder } from "node:string_decoder";
 import type { Readable } from "node:stream";
+import { wellFormed } from "../../src/shared/json-values.ts";
+
+/** A JSON escape of a UTF-16 surrogate (`\ud800`–`\udfff`), the only way a line can carry a lone one. */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F][0-9a-fA-F]{2}/;
 
 /**
  * Longest line either end may send, in UTF-8 bytes: a 4 MiB native record plus a 2 MiB tool
@@ -93,6 +97,10 @@ export class JsonlDecoder {
     if (value === null || typeof value !== "object" || Array.isArray(value)) {
       return this.#error(`line is not a JSON object: ${preview(this.#scrub(line))}`);
     }
+    // A lone surrogate (`"\ud800"`, a model's broken output) holds in no UTF-8 text: recorded as
+    // U+FFFD, as every reader and tool would get it. Only an escape can carry one, so lines
+    // without a surrogate escape (nearly all) skip the walk.
+    if (SURROGATE_ESCAPE.test(line)) wellFormed(value);
     return { ok: true, value: value as JsonObject };
   }
 

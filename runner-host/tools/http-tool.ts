@@ -6,6 +6,8 @@
  */
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { validateInput } from "./json-schema.ts";
+import { duplicateMember, MAX_JSON_DEPTH, nestingExceeds } from "../../src/shared/json-text.ts";
+import { unkeptValues } from "../../src/shared/json-values.ts";
 import { CallBudget, checkOutput, errorResult, label, neverSent, parseResult, stoppedResult } from "./outcome.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import type { ToolResult } from "../../src/shared/result-schema.ts";
@@ -128,12 +130,24 @@ function resultFrom(value: unknown): ToolResult {
   return parsed.result;
 }
 
+/**
+ * The strict JSON a request body must be (docs/api.md "Request bodies"), so a tool's answer is
+ * recorded as it was sent and every reader can parse it: nesting at most MAX_JSON_DEPTH levels, no
+ * repeated member name (JSON.parse would keep the last silently), no lone surrogate.
+ */
 function parseJson(text: string, what: string): unknown {
+  if (nestingExceeds(text, MAX_JSON_DEPTH)) throw new BrokenAnswer(`returned JSON${what} nested deeper than ${MAX_JSON_DEPTH} levels`);
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch {
     throw new BrokenAnswer(`returned invalid JSON${what}`);
   }
+  const [unkept] = unkeptValues(value);
+  if (unkept) throw new BrokenAnswer(`returned JSON${what} that cannot be recorded as sent (${unkept})`);
+  const duplicate = duplicateMember(text);
+  if (duplicate) throw new BrokenAnswer(`returned JSON${what} that gives ${duplicate} more than once`);
+  return value;
 }
 
 /** A streaming UTF-8 decoder; invalid bytes are a broken answer, described by `what`. */

@@ -8,6 +8,7 @@
  * about three round trips more than the native HTTP wire. Pooling sessions per (url, credential)
  * is the upgrade when MCP tools get hot.
  */
+import { unkeptValues } from "../../src/shared/json-values.ts";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError, type CallToolResult, type ContentBlock, type Progress } from "@modelcontextprotocol/sdk/types.js";
@@ -38,6 +39,12 @@ const RESULT_AFTER_END_MS = 100;
 
 /** JSON-RPC errors by which a server refuses a request without running it (like an HTTP 4xx). */
 const REFUSED: ReadonlySet<number> = new Set([ErrorCode.ParseError, ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
+/**
+ * `InvalidParams` messages that come after the tool ran: the MCP TypeScript SDK's servers check
+ * the handler's result (and its structured content against the output schema) and answer such a
+ * failure with that code too, so these are not refusals.
+ */
+const AFTER_RUN = /^(Invalid tools\/call result|Output validation error)\b/;
 
 /**
  * Longest part of a server's error message passed on to the model, UTF-8 bytes. The message is cut
@@ -85,6 +92,9 @@ export async function callMcpTool(tool: HostTool, req: ToolCallRequest, ctx: Too
       if (budget.stopped) return stoppedResult(tool, budget.stopped);
       return callFailure(tool, err, callSecrets(tool, ctx, env));
     }
+    // As for an HTTP tool's answer: text no UTF-8 file can hold is not recorded as if it were.
+    const [unkept] = unkeptValues(raw);
+    if (unkept) return errorResult(`${label(tool)} MCP server returned a result that cannot be recorded as sent (${unkept})`, true);
     return checkOutput(tool, toResult(raw));
   } finally {
     budget.dispose();
@@ -192,8 +202,11 @@ function callFailure(tool: HostTool, err: unknown, secrets: string[]): ToolResul
   // A 3xx here is a redirect the SDK would not follow; like a 4xx, the server did not act.
   if (status >= 300 && status <= 599) return errorResult(`${label(tool)} MCP server returned HTTP ${status}`, status >= 500);
   if (err instanceof McpError) {
-    const message = bounded(foreign(err.message.replace(/^MCP error -?\d+: /, ""), secrets), MESSAGE_BYTES);
-    return errorResult(`${label(tool)} MCP server answered with an error: ${message}`, !REFUSED.has(err.code));
+    const text = err.message.replace(/^MCP error -?\d+: /, "");
+    // Servers put pretty-printed JSON (validation issues) in messages: one line of single spaces.
+    const message = bounded(foreign(text, secrets).replace(/\s+/g, " "), MESSAGE_BYTES);
+    const refused = REFUSED.has(err.code) && !(err.code === ErrorCode.InvalidParams && AFTER_RUN.test(text));
+    return errorResult(`${label(tool)} MCP server answered with an error: ${message}`, !refused);
   }
   return errorResult(`${label(tool)} MCP call failed after it was sent`, true);
 }

@@ -6,7 +6,7 @@
  */
 import { validateOutput } from "./json-schema.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
-import { ToolResultSchema, type ToolResult } from "../../src/shared/result-schema.ts";
+import { imageProblem, ToolResultSchema, type ToolResult } from "../../src/shared/result-schema.ts";
 import { issueSummary } from "../../src/shared/zod-issues.ts";
 
 /** Results written here rather than by a tool: the output cap does not apply to them. */
@@ -43,7 +43,12 @@ export function jsonBytes(value: unknown): number {
  */
 export function parseResult(value: unknown): { result: ToolResult } | { problem: string } {
   const r = ToolResultSchema.safeParse(value);
-  return r.success ? { result: r.data } : { problem: issueSummary(r.error.issues, 1) };
+  if (!r.success) return { problem: issueSummary(r.error.issues, 1) };
+  // As for an executor's reply: a success that claims an unknown outcome says two things at once.
+  if (r.data.unknown_outcome === true && r.data.is_error !== true) return { problem: "unknown_outcome is for an error result (is_error true)" };
+  const image = imageProblem(r.data);
+  if (image) return { problem: image };
+  return { result: r.data };
 }
 
 /**

@@ -9,16 +9,10 @@ import { concatBytes } from "../shared/bytes.ts";
 import { invalid, ServiceError, tooLarge } from "../shared/errors.ts";
 import { issueSummary } from "../shared/zod-issues.ts";
 import { unkeptValues } from "../shared/json-values.ts";
-import { duplicateMember, nestingExceeds } from "./json-text.ts";
+import { duplicateMember, MAX_JSON_DEPTH, nestingExceeds } from "../shared/json-text.ts";
 
 /** The body cap is `limits.input_bytes` plus this many bytes of envelope (docs/api.md "Limits"). */
 export const BODY_OVERHEAD_BYTES = 16 * 1024;
-/**
- * Deepest nesting of arrays and objects a request body may have, levels. Schema checks, JSON
- * Schema validation, serialisation and structured clone all recurse; a body nested thousands deep
- * would overflow the stack in one of them. 64 is far beyond any real session config or tool schema.
- */
-export const MAX_JSON_DEPTH = 64;
 /**
  * Most of a body the service reads and drops when it answers without using it (over the cap, or
  * refused before it was read: 401, 403, 404, ...), bytes. Answering while the client is still

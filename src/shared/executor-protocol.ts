@@ -14,7 +14,7 @@ import { ToolSchema } from "./api-schema.ts";
 import { jsonSchema, TOOL_NAME_PATTERN } from "./config-tools.ts";
 import { component, Hex32 } from "./contract-registry.ts";
 import { ID_ANY_CASE_PATTERN, ID_PATTERN } from "./ids.ts";
-import { ToolResultSchema, type ToolResult } from "./result-schema.ts";
+import { imageProblem, ToolResultSchema, type ToolResult } from "./result-schema.ts";
 
 /** The subprotocol the server echoes on the RPC upgrade. */
 export const RPC_SUBPROTOCOL = "svc-rpc";
@@ -127,6 +127,10 @@ export const ReplySchema = component(
     .refine((r) => !(r.result?.unknown_outcome === true && r.result.is_error !== true), {
       error: "unknown_outcome is for an error result: send is_error true with it",
       path: ["result", "unknown_outcome"],
+    })
+    .superRefine((r, ctx) => {
+      const problem = r.result && imageProblem(r.result);
+      if (problem) ctx.addIssue({ code: "custom", message: problem, path: ["result"] });
     }),
   "Progress or the result of one call (exactly one of the two), on the current connection. Stale, duplicate or unsolicited replies are `409 conflict`.",
 );

@@ -33,3 +33,29 @@ export function unkeptValues(value: unknown): string[] {
   }
   return found;
 }
+
+/**
+ * The value with every lone surrogate, in strings and member names, replaced by U+FFFD, in place
+ * (a value fresh from JSON.parse). For text nobody can be asked to fix (a model's output, relayed
+ * by a harness): it is recorded as every reader and tool will get it. Iterative, like the above.
+ */
+export function wellFormed<T>(value: T): T {
+  if (typeof value === "string") return (value.isWellFormed() ? value : value.toWellFormed()) as T;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v !== "object" || v === null) continue;
+    const o = v as Record<string, unknown>;
+    for (const k of Object.keys(o)) {
+      const child = o[k];
+      if (typeof child === "string" && !child.isWellFormed()) o[k] = child.toWellFormed();
+      else if (typeof child === "object" && child !== null) stack.push(child);
+      if (!k.isWellFormed() && !Array.isArray(o)) {
+        const fixed = k.toWellFormed();
+        if (!(fixed in o)) o[fixed] = o[k];
+        delete o[k];
+      }
+    }
+  }
+  return value;
+}

@@ -20,6 +20,25 @@ export const ToolResultSchema = z.strictObject({
 });
 export type ToolResult = z.infer<typeof ToolResultSchema>;
 
+/** Standard base64 with padding, as the `image` item's `data` is (docs/api.md "Tools"). */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/** `type/subtype` of RFC 6838's restricted names (parameters, if any, after `;`). */
+const MIME = /^[A-Za-z0-9][\w!#$&^.+-]*\/[A-Za-z0-9][\w!#$&^.+-]*(?:\s*;.*)?$/;
+
+/**
+ * What the schema leaves to the entry points where a result first reaches the service (a host
+ * tool's answer, an executor's reply): an image's `data` must be base64 and its `mime_type` a
+ * media type, or a model provider would fail the turn on it later. Null when it holds.
+ */
+export function imageProblem(r: ToolResult): string | null {
+  for (const [i, c] of r.content.entries()) {
+    if (c.type !== "image") continue;
+    if (!BASE64.test(c.data)) return `content[${i}].data: not base64`;
+    if (!MIME.test(c.mime_type)) return `content[${i}].mime_type: not a media type (type/subtype)`;
+  }
+  return null;
+}
+
 export const UsageSchema = z.strictObject({
   input_tokens: z.number().int().nonnegative(),
   output_tokens: z.number().int().nonnegative(),

@@ -190,6 +190,15 @@ describe("registration and executor authentication", () => {
     const claims = await call(stack.url, "POST", `/executors/${a.id}/responses`, { token: a.token, body: { ...callRef, result: { content: [], unknown_outcome: true } } });
     expectApiError(claims, 400, "invalid_request");
     expect(claims.body.error.message).toContain("unknown_outcome is for an error result");
+    // An image a model provider could not take.
+    for (const [image, problem] of [
+      [{ type: "image", data: "%%not base64%%", mime_type: "image/png" }, "result: content[0].data: not base64"],
+      [{ type: "image", data: "AAAA", mime_type: "not a type" }, "result: content[0].mime_type: not a media type"],
+    ] as const) {
+      const bad = await call(stack.url, "POST", `/executors/${a.id}/responses`, { token: a.token, body: { ...callRef, result: { content: [image] } } });
+      expectApiError(bad, 400, "invalid_request");
+      expect(bad.body.error.message).toContain(problem);
+    }
     expectApiError(await call(stack.url, "POST", `/executors/${a.id}/responses`, { token: a.token, raw: '{"connection":"x"} {}' }), 400, "invalid_request");
     const rpc = await call(stack.url, "GET", `/executors/${a.id}/rpc`, { token: a.token });
     expectApiError(rpc, 400, "invalid_request"); // not an upgrade

@@ -17,6 +17,12 @@ describe("svc-harness/1 JSON-lines framing", () => {
     expect(values(out)).toEqual([{ t: "a\u2028b\u2029c" }, { n: 2 }]);
   });
 
+  it("a lone surrogate (a model's broken output) becomes U+FFFD, in strings and member names; escaped pairs stay whole", () => {
+    const d = new JsonlDecoder();
+    const out = d.push('{"t":"a\\ud800b","args":{"q":["x\\udfff"],"k\\udc00":1},"pair":"\\ud83d\\ude00","slash":"\\\\ud800"}\n');
+    expect(values(out)).toEqual([{ t: "a\ufffdb", args: { q: ["x\ufffd"], "k\ufffd": 1 }, pair: "😀", slash: "\\ud800" }]);
+  });
+
   it("strips one trailing CR (CRLF input)", () => {
     const d = new JsonlDecoder();
     expect(values(d.push('{"a":1}\r\n{"b":2}\r\n'))).toEqual([{ a: 1 }, { b: 2 }]);

@@ -211,6 +211,34 @@ describe("failures after dispatch: unknown_outcome true", () => {
     expectError(await call(tool).result, true, /invalid result: content\[0\]\.mime_type: /);
   });
 
+  it("JSON a request body could not be: a repeated member, a lone surrogate, nesting over 64 levels (also in a progress frame)", async () => {
+    const raw = (text: string) => route((_q, res) => res.writeHead(200, { "content-type": "application/json" }).end(text));
+    expectError(await call(raw('{"content":[],"is_error":false,"is_error":true}')).result, true, /^tool "probe" returned JSON that gives is_error more than once$/);
+    expectError(await call(raw('{"content":[{"type":"text","text":"a\\ud800b"}]}')).result, true, /returned JSON that cannot be recorded as sent \(content\[0\]\.text: text is not valid Unicode/);
+    const deep = `{"content":[],"structured_content":${"[".repeat(64)}${"]".repeat(64)}}`;
+    expectError(await call(raw(deep)).result, true, /^tool "probe" returned JSON nested deeper than 64 levels$/);
+    const sse = route((_q, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(`event: progress\ndata: {"a":1,"a":2}\n\nevent: result\ndata: ${JSON.stringify(OK)}\n\n`);
+    });
+    expectError(await call(sse).result, true, /returned JSON in a progress frame that gives a more than once/);
+  });
+
+  it("an image whose data is not base64, or whose mime_type is not a media type, is not a Result", async () => {
+    const image = (item: object) => route((_q, res) => json(res, 200, { content: [{ type: "image", ...item }] }));
+    expectError(await call(image({ data: "%%%", mime_type: "image/png" })).result, true, /invalid result: content\[0\]\.data: not base64$/);
+    expectError(await call(image({ data: "AAA", mime_type: "image/png" })).result, true, /not base64$/);
+    expectError(await call(image({ data: "AA==", mime_type: "png" })).result, true, /content\[0\]\.mime_type: not a media type/);
+    expect(await call(image({ data: "AA==", mime_type: "image/svg+xml; charset=utf-8" })).result).toEqual({ content: [{ type: "image", data: "AA==", mime_type: "image/svg+xml; charset=utf-8" }] });
+  });
+
+  it("a success that claims an unknown outcome is not a Result", async () => {
+    const tool = route((_q, res) => json(res, 200, { content: [], unknown_outcome: true }));
+    expectError(await call(tool).result, true, /invalid result: unknown_outcome is for an error result/);
+    const error = route((_q, res) => json(res, 200, { content: [], is_error: true, unknown_outcome: true }));
+    expect(await call(error).result).toEqual({ content: [], is_error: true, unknown_outcome: true });
+  });
+
   it("an answer of another content type", async () => {
     const tool = route((_q, res) => res.writeHead(200, { "content-type": "text/plain" }).end("done"));
     expectError(await call(tool).result, true, /unsupported content type "text\/plain"/);

@@ -232,6 +232,30 @@ describe("raw MCP peer", () => {
     }
   });
 
+  it("InvalidParams is a refusal before the tool ran, except the SDK's checks of a result (the tool did run): those have unknown_outcome", async () => {
+    const answer = (message: string) => (onCall = (res, id) => {
+      const error = { code: -32602, message };
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id, error }));
+    });
+    answer("Tool x not found");
+    expectError(await call(mcpTool("x", { url }), {}).result, false, /MCP server answered with an error: Tool x not found$/);
+    answer("Input validation error: Invalid arguments for tool x: bad");
+    expectError(await call(mcpTool("x", { url }), {}).result, false, /Input validation error/);
+    // The SDK's own wording after the handler ran, with its pretty-printed issues on one line.
+    answer('Invalid tools/call result: [\n  {\n    "code": "custom",\n    "path": [\n      "content"\n    ]\n  }\n]');
+    expectError(await call(mcpTool("x", { url }), {}).result, true, /: Invalid tools\/call result: \[ \{ "code": "custom", "path": \[ "content" \] \} \]$/);
+    answer("Output validation error: Tool x has an output schema but no structured content was provided");
+    expectError(await call(mcpTool("x", { url }), {}).result, true, /Output validation error/);
+  });
+
+  it("a result with a lone surrogate is not recorded as sent: an error with unknown_outcome", async () => {
+    onCall = (res, id) => {
+      const body = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"content":[{"type":"text","text":"a\\ud800b"}]}}`;
+      res.writeHead(200, { "content-type": "application/json" }).end(body);
+    };
+    expectError(await call(mcpTool("x", { url }), {}).result, true, /returned a result that cannot be recorded as sent \(content\[0\]\.text: text is not valid Unicode/);
+  });
+
   it("a 5xx on tools/call has unknown_outcome; a 4xx does not", async () => {
     onCall = (res) => void res.writeHead(502).end();
     expectError(await call(mcpTool("x", { url }), {}).result, true, /MCP server returned HTTP 502/);

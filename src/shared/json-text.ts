@@ -5,7 +5,15 @@
  * `{"type":"user.interrupt","type":"user.message",...}` would be a message). One linear pass each,
  * over at most the body cap.
  */
-import { formatPath } from "../shared/zod-issues.ts";
+import { formatPath } from "./zod-issues.ts";
+
+/**
+ * Deepest nesting of arrays and objects a request body or a host tool's answer may have, levels.
+ * Schema checks, JSON Schema validation, serialisation and structured clone all recurse; a value
+ * nested thousands deep would overflow the stack in one of them. 64 is far beyond any real session
+ * config, tool schema or result.
+ */
+export const MAX_JSON_DEPTH = 64;
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
