@@ -51,7 +51,9 @@ export type TurnOptions = {
  */
 /** A harness's `turn.end` as the turn's end; `interrupted` without an error is still an interruption. */
 function harnessEnd(e: TurnEndEvent): TurnEnd {
-  if (e.error) return { status: e.status, error: harnessError(e.error) };
+  // The status the session takes for this error (docs/api.md "Turns"), whatever the harness said,
+  // so the runner-host's log tells what the session's events tell.
+  if (e.error) return { status: e.error.code === "service_error" ? "failed" : "interrupted", error: harnessError(e.error) };
   if (e.status === "interrupted") return { status: e.status, error: { code: "conflict", message: "the turn was interrupted" } };
   return { status: e.status };
 }

@@ -140,7 +140,7 @@ export class SessionState {
       throw conflict(`session is ${r.status}${r.status === "closed" ? "" : "; resume it first"}`);
     }
     const waiting = this.#storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs WHERE state = 'queued'").one().n;
-    if (waiting >= limits.queue) throw overloaded(`the session queue is full (${limits.queue} inputs)`);
+    if (waiting >= limits.queue) throw overloaded(`the session queue is full (limits.queue ${limits.queue})`);
     const data: Record<string, unknown> = { type: "user.message", text: input.text, delivery: "queue" };
     if (input.key !== undefined) data.key = input.key;
     // "Near the limit": the message, what it and every input before it that has not finished will
@@ -148,7 +148,9 @@ export class SessionState {
     // plus one maximal record, so the turn it starts can still record its terminal events.
     const unfinished = this.#storage.sql.exec<{ b: number }>("SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) AS b FROM inputs").one().b;
     const need = byteLength(JSON.stringify(data)) + EVENT_ENVELOPE_BYTES + byteLength(input.text) + unfinished + MAX_RECORD_BYTES;
-    if (this.storedBytes() + need > limits.session_bytes) throw overloaded("the session's event log and native state are full");
+    if (this.storedBytes() + need > limits.session_bytes) {
+      throw overloaded(`this message would bring the session's event log and native state near their limit (limits.session_bytes ${limits.session_bytes}); a shorter one may still fit`);
+    }
     const logged = this.#storage.transactionSync(() => {
       const e = this.append({ type: "user.message", data }, now);
       this.#storage.sql.exec(

@@ -25,7 +25,10 @@ export function issueLines(issues: readonly z.core.$ZodIssue[]): string[] {
       for (const key of iss.keys) out.push(`${formatPath([...iss.path, key])}: unknown field`);
     } else {
       const where = formatPath(iss.path);
-      out.push(where ? `${where}: ${iss.message}` : iss.message);
+      // zod's words for an absent member ("Invalid input: expected string, received undefined")
+      // name a JavaScript value, not anything a JSON sender wrote.
+      const message = iss.code === "invalid_type" && / received undefined$/.test(iss.message) ? "required" : iss.message;
+      out.push(where ? `${where}: ${message}` : message);
     }
   }
   return [...new Set(out)];

@@ -103,6 +103,7 @@ describe("turns", () => {
 
   it("a provider failure gives session.error provider_error, then interrupted; resume → idle", async () => {
     const s = await session();
+    const mark = stack.mark();
     // The provider holds its failure until the second message is queued behind the running turn.
     const m = await say(s, "[[hold provider-failure]] [[error 500 upstream exploded]]");
     await reached("provider-failure");
@@ -114,6 +115,9 @@ describe("turns", () => {
     expect(err.input_id).toBe(m.id);
     expect(err.data.message).toMatch(/500/);
     expect(cancelled.input_id).toBe(queued.id);
+    // The runner-host's log says what the events say.
+    const ended = JSON.parse(await stack.waitForLog(/"msg":"turn ended"/, 10_000, mark));
+    expect(ended).toMatchObject({ session_id: s.id, status: "interrupted", code: "provider_error" });
     expectApiError(await call(stack.url, "POST", `/sessions/${s.id}/events`, { token: env.MANAGE, body: { type: "user.message", text: "x" } }), 409, "conflict");
     const r = await call(stack.url, "POST", `/sessions/${s.id}/resume`, { token: env.MANAGE, body: {} });
     expect(r.body.status).toBe("idle");

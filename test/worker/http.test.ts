@@ -142,6 +142,17 @@ describe("Create a session", () => {
     expect(await message(effort)).toBe("config.reasoning_effort: must be one of off, minimal, low, medium, high, xhigh, max, or empty");
   });
 
+  it("a missing required field is named with \"required\"", async () => {
+    for (const [body, text] of [
+      ['{"harness":"pi"}', "config: required"],
+      ['{"harness":"pi","config":{"model":"openai/m"}}', "config.tools: required"],
+    ] as const) {
+      const res = await api("/sessions", { method: "POST", body });
+      await expectApiError(res.clone(), 400, "invalid_request");
+      expect(((await res.json()) as { error: { message: string } }).error.message).toBe(text);
+    }
+  });
+
   it("returns 400 invalid_request for unknown fields and trailing data", async () => {
     const unknown = { ...createBody(), extra: 1 };
     await expectApiError(await api("/sessions", { method: "POST", body: JSON.stringify(unknown) }), 400, "invalid_request");
