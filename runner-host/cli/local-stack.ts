@@ -20,7 +20,7 @@ import { persistedRunnerId } from "./runner-id.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
 import { StartRefused } from "./start-refused.ts";
 import { harnessUserProblem } from "../harness/harness-users.ts";
-import { dataDirProblem, makePrivateDataDir } from "./data-dir-usable.ts";
+import { dataDirProblem, makePrivateDataDir, storeDirProblem } from "./data-dir-usable.ts";
 import { harnessRoot } from "./runner-command.ts";
 import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS, bundleWorker } from "./worker-bundle.ts";
 import { workerdInOwnSession } from "./workerd-session.ts";
@@ -48,9 +48,10 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
   const env = o.env ?? process.env;
   const t0 = performance.now();
   const dataDir = resolveDataDir(o.config);
-  const unusable = dataDirProblem(dataDir) ?? (o.runner === false ? null : harnessUserProblem(env));
+  const unusable = dataDirProblem(dataDir) ?? storeDirProblem(o.config) ?? (o.runner === false ? null : harnessUserProblem(env));
   if (unusable !== null) throw new StartRefused(unusable);
-  makePrivateDataDir(dataDir);
+  const uncreatable = makePrivateDataDir(dataDir);
+  if (uncreatable !== null) throw new StartRefused(uncreatable);
   // One stack per data_dir: a second one would share the objects' SQLite files (SQLITE_BUSY, 500s)
   // and the in-process runner-host's id. `svc runner` takes the same lock.
   const lock = acquireDataDirLock(dataDir);

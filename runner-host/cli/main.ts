@@ -6,7 +6,7 @@
  * `-check` loads none of them and starts nothing.
  */
 import { loadConfigFile, loadEnvFileBeside, resolveDataDir } from "./config-file.ts";
-import { dataDirProblem } from "./data-dir-usable.ts";
+import { dataDirProblem, storeDirProblem } from "./data-dir-usable.ts";
 import { log } from "../log.ts";
 import { StartRefused } from "./start-refused.ts";
 import { loadRunnerConfigFile } from "./runner-config-file.ts";
@@ -111,9 +111,13 @@ export async function main(argv: string[]): Promise<number> {
  * as plain lines for a person; a start that refuses the file logs them as JSON lines, like every
  * other start failure.
  */
-function reportConfig(configArg: string, loaded: { ok: true; path: string; config: { data_dir: string } } | { ok: false; problems: string[] }, check: boolean): number {
-  const unusable = loaded.ok ? dataDirProblem(resolveDataDir(loaded.config)) : null;
-  const problems = loaded.ok ? (unusable === null ? [] : [unusable]) : loaded.problems;
+function reportConfig(
+  configArg: string,
+  loaded: { ok: true; path: string; config: { data_dir: string; persistence?: { provider: string; directory?: string } | null } } | { ok: false; problems: string[] },
+  check: boolean,
+): number {
+  const unusable = loaded.ok ? [dataDirProblem(resolveDataDir(loaded.config)), storeDirProblem(loaded.config)].filter((p) => p !== null) : [];
+  const problems = loaded.ok ? unusable : loaded.problems;
   for (const problem of problems) {
     if (check) process.stderr.write(`${configArg}: ${problem}\n`);
     else log("error", `svc: could not start: ${configArg}: ${problem}`);

@@ -8,8 +8,9 @@
  * so a reader never sees a partial file.
  */
 import { randomBytes } from "node:crypto";
-import { link, mkdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
+import { link, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { makeDirsAsync } from "./data-dir-usable.ts";
 
 export function persistenceFsHandler(directory: string): (request: Request) => Promise<Response> {
   const root = path.resolve(directory);
@@ -32,7 +33,7 @@ export function persistenceFsHandler(directory: string): (request: Request) => P
           return new Response(null, { status: 204 });
         case "PUT": {
           const body = new Uint8Array(await request.arrayBuffer());
-          await mkdir(path.dirname(file), { recursive: true });
+          await makeDirsAsync(path.dirname(file));
           const tmp = `${file}.${randomBytes(6).toString("hex")}.tmp`;
           try {
             await writeFile(tmp, body);

@@ -45,12 +45,11 @@ export async function runRunnerHost(o: { config: RunnerConfig; configPath: strin
     return 1;
   }
   const dataDir = resolveDataDir(config);
-  const unusable = dataDirProblem(dataDir) ?? harnessUserProblem();
+  const unusable = dataDirProblem(dataDir) ?? harnessUserProblem() ?? makePrivateDataDir(dataDir);
   if (unusable !== null) {
     log("error", `svc: could not start: ${unusable}`);
     return 1;
   }
-  makePrivateDataDir(dataDir);
   const lock = acquireDataDirLock(dataDir);
   if (!lock.ok) {
     log("error", "data_dir is in use by another svc process (a runner-host or a local stack): give each its own data_dir", {

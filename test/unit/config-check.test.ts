@@ -166,6 +166,26 @@ describe("a data_dir that cannot hold the stack's state is refused before anythi
   });
 });
 
+describe("a filesystem persistence directory is held to the same rules", () => {
+  const file = join(dir, "store-file");
+  writeFileSync(file, "not a directory\n");
+
+  it("-check and the start refuse a regular file as persistence.directory, naming the field", async () => {
+    const path = writeConfig("store-on-file.json", { persistence: { provider: "filesystem", directory: file } });
+    expect(await svc(["-config", path, "-check"])).toEqual({ code: 1, stdout: "", stderr: `${path}: persistence.directory ${file} is not a directory\n` });
+    const start = await svc(["-config", path]);
+    expect(start.code).toBe(1);
+    expect(start.stderr).toContain(`"msg":"svc: could not start: persistence.directory ${file} is not a directory"`);
+  });
+
+  it.runIf(existsSync("/proc/self"))("a data_dir the kernel will not create (under /proc) fails the start at once", async () => {
+    const start = await svc(["-config", writeConfig("data-in-proc.json", { data_dir: "/proc/svc-no-such-dir" })]);
+    expect(start.code).toBe(1);
+    // As root, mkdir's ENOENT; otherwise /proc is not writable, found before anything is tried.
+    expect(start.stderr).toMatch(/"msg":"svc: could not start: data_dir \/proc\/svc-no-such-dir cannot be created: (ENOENT|\/proc is not writable)/);
+  });
+});
+
 describe("svc command line", () => {
   it("exits 2 with usage on stderr for an unknown flag", async () => {
     const r = await svc(["-config", "x.json", "-verbose"]);
