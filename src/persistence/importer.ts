@@ -149,7 +149,7 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
         JSON.stringify(x.config),
         endsClosed(d) ? "closed" : "idle",
         x.created_at,
-        x.updated_at,
+        loadedAt(x.updated_at, d, now),
         JSON.stringify(x.descriptors),
         x.credential_bindings ? JSON.stringify(x.credential_bindings) : null,
         m.cursor_key,
@@ -181,6 +181,7 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
     // becomes idle, as the row already says. Without this they stayed without an outcome.
     const why = mode === "restore" ? "the session was restored to a checkpoint taken before it ran" : "the session was loaded from a checkpoint taken before it ran";
     for (const id of unstarted) s.append({ type: "session.error", data: { code: "conflict", message: `the queued input was interrupted before execution: ${why}` }, input_id: id }, now);
+    if (unstarted.size > 0) s.set({ updated_at: now });
     const row = s.require().status;
     if ((unstarted.size > 0 || status === "running") && status !== row) s.append({ type: "session.status", data: { status: row } }, now);
     let nativeSeq = 0;
@@ -218,6 +219,16 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
       sql.exec("DELETE FROM sync_orphans WHERE key = ?", key);
     }
   });
+}
+
+/**
+ * `updated_at` of a loaded session: as stored, unless the session changed after the history the
+ * load keeps (a turn interrupted past the checkpoint): the load then changes its status, now.
+ */
+function loadedAt(stored: string, d: Download, now: string): string {
+  const last = d.lines.at(-1);
+  const lastEvent = last ? (JSON.parse(last) as { time: string }).time : "";
+  return stored > lastEvent ? now : stored;
 }
 
 /** Blocks wholly inside the first `offset` bytes. */

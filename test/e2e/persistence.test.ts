@@ -396,7 +396,7 @@ describe("persistence (filesystem)", () => {
     const keyed = { type: "user.message", text: "remember beta", key: "beta-1" };
     const beta = await post(`/sessions/${s.id}/events`, keyed);
     await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === beta.body.id);
-    const cp = (await call(stack.url, "GET", `/sessions/${s.id}`, { token: TOKEN })).body.checkpoint;
+    const before = (await call(stack.url, "GET", `/sessions/${s.id}`, { token: TOKEN })).body;
     expect((await post(`/sessions/${s.id}/flush`)).body.pending).toBe(false);
     const events = await allEvents(stack.url, s.id);
     s.sse.close();
@@ -405,7 +405,8 @@ describe("persistence (filesystem)", () => {
     try {
       const got = await call(fresh.url, "GET", `/sessions/${s.id}`, { token: TOKEN });
       expect(got.status).toBe(200);
-      expect(got.body).toMatchObject({ id: s.id, status: "idle", checkpoint: cp });
+      // Nothing changed after the stored history: the session is as it was, updated_at included.
+      expect(got.body).toEqual(before);
       const loaded = await allEvents(fresh.url, s.id);
       expect(uncursored(loaded)).toEqual(uncursored(events));
       const list = await call(fresh.url, "GET", "/sessions", { token: TOKEN });
@@ -448,6 +449,10 @@ describe("persistence (filesystem)", () => {
 
     const fresh = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
     try {
+      // The load changed the session (interrupted → idle): updated_at says when, after every event it kept.
+      const loaded = (await call(fresh.url, "GET", `/sessions/${s.id}`, { token: TOKEN })).body;
+      expect(loaded.status).toBe("idle");
+      expect(loaded.updated_at > (lost.at(-1) as { time?: string }).time!).toBe(true);
       const live = await openSse(`${fresh.url}/sessions/${s.id}/events`, { token: TOKEN, lastEventId: kept.at(-1)!.cursor });
       await turn(fresh.url, { id: s.id, sse: live }, "after the load");
       live.close();
