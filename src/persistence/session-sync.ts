@@ -261,6 +261,8 @@ export class SessionSync {
     const d = await download(c.store, m, c.layout);
     // Only another deployment could have closed it; close is permanent there too.
     if (endsClosed(d)) throw conflict(`checkpoint ${checkpoint} is the close of the session`);
+    // The restore is a change to upload, like a message: a full queue refuses it (429).
+    await this.admit(sessionObjectName(r.tenant, r.id));
     // No upload round may interleave with the replacement.
     const run = this.#running.then(() => {
       settled(this.#state);

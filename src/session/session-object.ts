@@ -182,6 +182,13 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async resume(): Promise<Result<Session>> {
+    // A change to upload, like a message: with a full persistence queue, 429 (docs/api.md "Flush,
+    // sync, restore"). Only a resume that can happen asks; the others are 409 below.
+    const r = this.#state.row();
+    if (r?.status === "interrupted" || r?.status === "failed") {
+      const admitted = await asResultAsync(() => this.#sync.admit(sessionObjectName(r.tenant, r.id)));
+      if (!admitted.ok) return admitted;
+    }
     return this.#work.commit(true, () =>
       this.#state.storage.transactionSync(() => {
         const change = this.#state.resume(now());

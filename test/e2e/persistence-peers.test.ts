@@ -171,7 +171,7 @@ describe("s3 (s3rver)", () => {
 });
 
 describe("persistence queue", () => {
-  it("more than persistence.queue sessions waiting to upload: 429 overloaded on new writes (a new session, a message to a caught-up session) and 503 from readiness", async () => {
+  it("more than persistence.queue sessions waiting to upload: 429 overloaded on new writes (a new session; a message, restore or resume of a caught-up session; never a close) and 503 from readiness", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "svc-queue-"));
     const persistence = { provider: "filesystem", directory: path.join(dir, "store"), queue: 1, interval_seconds: 3600 };
     const stack = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
@@ -197,8 +197,24 @@ describe("persistence queue", () => {
       const before = await allEvents(stack.url, a.id);
       expectApiError(await call(stack.url, "POST", `/sessions/${a.id}/events`, message), 429, "overloaded");
       expect(await allEvents(stack.url, a.id)).toEqual(before);
+      // So are a restore and a resume of it: each is a change to upload.
+      const checkpoint = (await call(stack.url, "GET", `/sessions/${a.id}`, { token: TOKEN })).body.checkpoint.id;
+      expectApiError(await call(stack.url, "POST", `/sessions/${a.id}/restore`, { token: TOKEN, body: { checkpoint } }), 429, "overloaded");
+      expect(await allEvents(stack.url, a.id)).toEqual(before);
       expect((await call(stack.url, "POST", `/sessions/${b.body.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
-      expect((await call(stack.url, "POST", `/sessions/${a.id}/events`, message)).status).toBe(202);
+      expect((await call(stack.url, "POST", `/sessions/${a.id}/events`, { ...message, body: { type: "user.message", text: "[[hang]]" } })).status).toBe(202);
+      await a.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "running" && f.json.input_id !== undefined);
+      expect((await call(stack.url, "POST", `/sessions/${a.id}/events`, { token: TOKEN, body: { type: "user.interrupt" } })).status).toBe(202);
+      await a.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "interrupted");
+      expect((await call(stack.url, "POST", `/sessions/${a.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
+      const c = await call(stack.url, "POST", "/sessions", { token: TOKEN, body });
+      expect(c.status).toBe(201);
+      expectApiError(await call(stack.url, "POST", `/sessions/${a.id}/resume`, { token: TOKEN, body: {} }), 429, "overloaded");
+      expect((await call(stack.url, "GET", `/sessions/${a.id}`, { token: TOKEN })).body.status).toBe("interrupted");
+      // A close is never refused for it.
+      expect((await call(stack.url, "POST", `/sessions/${c.body.id}/close`, { token: TOKEN, body: {} })).status).toBe(202);
+      expect((await call(stack.url, "POST", `/sessions/${c.body.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
+      expect((await call(stack.url, "POST", `/sessions/${a.id}/resume`, { token: TOKEN, body: {} })).status).toBe(200);
     } finally {
       await stack.stop();
     }
