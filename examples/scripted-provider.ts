@@ -29,6 +29,8 @@
  *   [[json]]                answer a streaming request with one whole JSON reply, not a stream
  *   [[call-id-chars N]]     every tool call's id is N characters (`c` repeated; 0: an empty id,
  *                           as some OpenAI-compatible servers send) instead of `call_<request>_<i>`
+ *   [[units K]]             the echo reply in deltas of K UTF-16 units, not words (K 1: every
+ *                           surrogate pair split between two chunks, each half a lone escape)
  * Without directives the reply is `echo: <text>` in a few word-sized deltas (directives are
  * stripped from the echoed text).
  * A request whose assistant tool calls are not all answered by tool messages is refused with 400,
@@ -217,6 +219,7 @@ function buildScript(messages: any[]): Script {
   const script: Script = { deltas: [], tools: [], ttft: 0, delay: 0, hang: false, finish: "stop" };
   let deltasCount = -1;
   let deltaSize = 4;
+  let unitSize = 0;
   for (const [, name, argText] of text.matchAll(/\[\[([a-z-]+)(.*?)\]\]/gs)) {
     const arg = (argText ?? "").trim();
     const num = (k: string, d: number) => Number(new RegExp(`${k}=(\\d+)`).exec(arg)?.[1] ?? d);
@@ -229,6 +232,7 @@ function buildScript(messages: any[]): Script {
     else if (name === "call-id-chars") script.callIdChars = Number.parseInt(arg, 10) || 0;
     else if (name === "cut") script.cut = arg === "done" ? "done" : "bare";
     else if (name === "json") script.json = true;
+    else if (name === "units") unitSize = Number.parseInt(arg, 10) || 1;
     else if (name === "usage") script.usage = { prompt: num("prompt", 0), cached: num("cached", 0), completion: num("completion", 0) };
     else if (name === "tool") {
       const sp = arg.search(/\s/);
@@ -252,7 +256,8 @@ function buildScript(messages: any[]): Script {
   if (deltasCount >= 0) {
     script.deltas = Array.from({ length: deltasCount }, (_, i) => String.fromCharCode(97 + (i % 26)).repeat(deltaSize));
   } else if (script.tools.length === 0) {
-    script.deltas = words(`echo: ${text.replace(/\[\[[a-z-]+.*?\]\]/gs, "").trim()}`);
+    const echo = `echo: ${text.replace(/\[\[[a-z-]+.*?\]\]/gs, "").trim()}`;
+    script.deltas = unitSize > 0 ? Array.from({ length: Math.ceil(echo.length / unitSize) }, (_, i) => echo.slice(i * unitSize, (i + 1) * unitSize)) : words(echo);
   }
   return script;
 }

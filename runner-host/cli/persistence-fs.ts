@@ -60,7 +60,8 @@ export function persistenceFsHandler(directory: string): (request: Request) => P
           return new Response("method not allowed", { status: 405 });
       }
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return new Response("not found", { status: 404 });
+      // Only a read's ENOENT is an absent object; a write's is a directory that cannot be made.
+      if ((e as NodeJS.ErrnoException).code === "ENOENT" && request.method !== "PUT") return new Response("not found", { status: 404 });
       return new Response(`filesystem error: ${(e as NodeJS.ErrnoException).code ?? "unknown"}`, { status: 500 });
     }
   };

@@ -58,6 +58,11 @@ export class Session {
   /** The arguments text of each tool call of the message being streamed, by content index. */
   #rawArgs = new Map<number, string>();
   /**
+   * A high surrogate that ended a text delta, held for the next one: a provider may split a
+   * surrogate pair between two chunks, and each half alone would be recorded as U+FFFD.
+   */
+  #heldHigh = "";
+  /**
    * Calls whose arguments text was no whole JSON object: pi would hand the tool `{}` for text it
    * cannot parse, and the completed part of a cut-off object; such a call is refused, not dispatched.
    */
@@ -199,8 +204,13 @@ export class Session {
       case "message_update": {
         const m = event.assistantMessageEvent;
         if (m.type === "text_delta") {
-          if (m.delta.length <= MAX_DELTA_CHARS) this.#emit({ type: "assistant.delta", text: m.delta });
-          else for (const text of deltaPieces(m.delta)) this.#emit({ type: "assistant.delta", text });
+          let delta = this.#heldHigh + m.delta;
+          const last = delta.charCodeAt(delta.length - 1);
+          this.#heldHigh = last >= 0xd800 && last <= 0xdbff ? delta.slice(-1) : "";
+          if (this.#heldHigh) delta = delta.slice(0, -1);
+          if (delta === "") return;
+          if (delta.length <= MAX_DELTA_CHARS) this.#emit({ type: "assistant.delta", text: delta });
+          else for (const text of deltaPieces(delta)) this.#emit({ type: "assistant.delta", text });
         }
         else if (m.type === "start") this.#rawArgs.clear();
         else if (m.type === "toolcall_delta") this.#rawArgs.set(m.contentIndex, (this.#rawArgs.get(m.contentIndex) ?? "") + m.delta);
@@ -213,6 +223,9 @@ export class Session {
         return;
       }
       case "message_end":
+        // A high surrogate no low one followed: it goes out as it is (recorded as U+FFFD).
+        if (this.#heldHigh) this.#emit({ type: "assistant.delta", text: this.#heldHigh });
+        this.#heldHigh = "";
         if (event.message.role === "assistant") {
           // Before pi runs the calls (it reads them from this very message after this event).
           fitCallIds(event.message);

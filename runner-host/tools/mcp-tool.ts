@@ -18,7 +18,7 @@ import { callHeaders } from "./http-tool.ts";
 import { validateInput } from "./json-schema.ts";
 import { CallBudget, checkOutput, errorResult, label, neverSent, stoppedResult } from "./outcome.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
-import type { ContentItem, ToolResult } from "../../src/shared/result-schema.ts";
+import { imageProblem, type ContentItem, type ToolResult } from "../../src/shared/result-schema.ts";
 import type { ToolCallContext, ToolCallRequest, ToolEnv } from "./types.ts";
 
 const CLIENT_INFO = { name: "svc-runner-host", version: "1" };
@@ -42,9 +42,10 @@ const REFUSED: ReadonlySet<number> = new Set([ErrorCode.ParseError, ErrorCode.In
 /**
  * `InvalidParams` messages that come after the tool ran: the MCP TypeScript SDK's servers check
  * the handler's result (and its structured content against the output schema) and answer such a
- * failure with that code too, so these are not refusals.
+ * failure with that code too, so these are not refusals. Its high-level server sends the output
+ * check's failure as an `isError` result with the same words: that too has an unknown outcome.
  */
-const AFTER_RUN = /^(Invalid tools\/call result|Output validation error)\b/;
+const AFTER_RUN = /^(?:MCP error -?\d+: )*(Invalid tools\/call result|Output validation error)\b/;
 
 /**
  * Longest part of a server's error message passed on to the model, UTF-8 bytes. The message is cut
@@ -95,7 +96,10 @@ export async function callMcpTool(tool: HostTool, req: ToolCallRequest, ctx: Too
     // As for an HTTP tool's answer: text no UTF-8 file can hold is not recorded as if it were.
     const [unkept] = unkeptValues(raw);
     if (unkept) return errorResult(`${label(tool)} MCP server returned a result that cannot be recorded as sent (${unkept})`, true);
-    return checkOutput(tool, toResult(raw));
+    const result = toResult(raw);
+    const image = imageProblem(result);
+    if (image) return errorResult(`${label(tool)} MCP server returned an invalid result: ${image}`, true);
+    return checkOutput(tool, result);
   } finally {
     budget.dispose();
     // Not awaited: the result does not wait for the session's teardown.
@@ -202,7 +206,8 @@ function callFailure(tool: HostTool, err: unknown, secrets: string[]): ToolResul
   // A 3xx here is a redirect the SDK would not follow; like a 4xx, the server did not act.
   if (status >= 300 && status <= 599) return errorResult(`${label(tool)} MCP server returned HTTP ${status}`, status >= 500);
   if (err instanceof McpError) {
-    const text = err.message.replace(/^MCP error -?\d+: /, "");
+    // The client prefixes "MCP error <code>: ", and an SDK server's own message often starts so too.
+    const text = err.message.replace(/^(?:MCP error -?\d+: )+/, "");
     // Servers put pretty-printed JSON (validation issues) in messages: one line of single spaces.
     const message = bounded(foreign(text, secrets).replace(/\s+/g, " "), MESSAGE_BYTES);
     const refused = REFUSED.has(err.code) && !(err.code === ErrorCode.InvalidParams && AFTER_RUN.test(text));
@@ -242,6 +247,8 @@ function toContent(block: ContentBlock): ContentItem {
 function toResult(raw: CallToolResult): ToolResult {
   const result: ToolResult = { content: raw.content.map(toContent) };
   if (raw.isError) result.is_error = true;
+  const first = raw.content[0];
+  if (raw.isError && first?.type === "text" && AFTER_RUN.test(first.text)) result.unknown_outcome = true;
   if (raw.structuredContent !== undefined) result.structured_content = raw.structuredContent;
   return result;
 }

@@ -140,6 +140,7 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
       sql.exec("UPDATE session SET epoch = epoch + 1, log_bytes = 0, status = 'idle', updated_at = ?, version = version + 1", now);
     } else {
       const x = m.session;
+      const loaded = endsClosed(d) ? "closed" : "idle";
       sql.exec(
         `INSERT INTO session (id, tenant, harness, config, status, created_at, updated_at, descriptors, credential_bindings, cursor_key, epoch, bindings)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -147,9 +148,11 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
         x.tenant,
         x.harness,
         JSON.stringify(x.config),
-        endsClosed(d) ? "closed" : "idle",
+        loaded,
         x.created_at,
-        loadedAt(x.updated_at, d, now),
+        // A load that changes the status as stored (a turn interrupted after the last checkpoint) is
+        // a change here: `updated_at` says when. Otherwise the session is as it was.
+        x.status === undefined || x.status === loaded ? x.updated_at : now,
         JSON.stringify(x.descriptors),
         x.credential_bindings ? JSON.stringify(x.credential_bindings) : null,
         m.cursor_key,
@@ -219,16 +222,6 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
       sql.exec("DELETE FROM sync_orphans WHERE key = ?", key);
     }
   });
-}
-
-/**
- * `updated_at` of a loaded session: as stored, unless the session changed after the history the
- * load keeps (a turn interrupted past the checkpoint): the load then changes its status, now.
- */
-function loadedAt(stored: string, d: Download, now: string): string {
-  const last = d.lines.at(-1);
-  const lastEvent = last ? (JSON.parse(last) as { time: string }).time : "";
-  return stored > lastEvent ? now : stored;
 }
 
 /** Blocks wholly inside the first `offset` bytes. */

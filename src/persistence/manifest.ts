@@ -4,7 +4,7 @@
  * read back by restore and load, so both ends share this schema.
  */
 import { z } from "zod";
-import { SessionConfigSchema, ToolSchema } from "../shared/api-schema.ts";
+import { SESSION_STATUSES, SessionConfigSchema, ToolSchema } from "../shared/api-schema.ts";
 import { issueSummary } from "../shared/zod-issues.ts";
 import { StoreError } from "./store.ts";
 
@@ -47,6 +47,11 @@ export const ManifestSchema = z.strictObject({
     config: SessionConfigSchema,
     created_at: z.string(),
     updated_at: z.string(),
+    /**
+     * The status when this manifest was written (absent in older ones): a load that comes back
+     * with another one changed the session, so its `updated_at` is the load's time.
+     */
+    status: z.enum(SESSION_STATUSES).optional(),
     descriptors: z.array(ToolSchema),
     credential_bindings: z.array(z.string()).optional(),
     /** Tool bindings (runtime tools and credential overrides); absent when the session has none. */

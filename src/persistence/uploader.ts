@@ -209,6 +209,7 @@ export class Uploader {
       config: JSON.parse(r.config),
       created_at: r.created_at,
       updated_at: r.updated_at,
+      status: r.status,
       descriptors: JSON.parse(r.descriptors),
     };
     if (r.credential_bindings) session.credential_bindings = JSON.parse(r.credential_bindings);

@@ -11,14 +11,20 @@
  */
 import { formatPath } from "./zod-issues.ts";
 
+/** `a.b[2]: `, or nothing for the value itself (a bare string, say a tool's progress frame). */
+function where(path: PropertyKey[]): string {
+  const at = formatPath(path);
+  return at ? `${at}: ` : "";
+}
+
 /** One line per problem, each naming where (`harnesses.__proto__: the name __proto__ is not allowed`), in document order. */
 export function unkeptValues(value: unknown): string[] {
   const found: string[] = [];
   const stack: { v: unknown; path: PropertyKey[] }[] = [{ v: value, path: [] }];
   while (stack.length > 0) {
     const { v, path } = stack.pop()!;
-    if (typeof v === "number" && !Number.isFinite(v)) found.push(`${formatPath(path)}: number is out of range`);
-    if (typeof v === "string" && !v.isWellFormed()) found.push(`${formatPath(path)}: text is not valid Unicode (a lone surrogate)`);
+    if (typeof v === "number" && !Number.isFinite(v)) found.push(`${where(path)}number is out of range`);
+    if (typeof v === "string" && !v.isWellFormed()) found.push(`${where(path)}text is not valid Unicode (a lone surrogate)`);
     if (typeof v !== "object" || v === null) continue;
     const array = Array.isArray(v);
     const children = Object.entries(v);

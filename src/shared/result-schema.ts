@@ -33,6 +33,7 @@ const MIME = /^[A-Za-z0-9][\w!#$&^.+-]*\/[A-Za-z0-9][\w!#$&^.+-]*(?:\s*;.*)?$/;
 export function imageProblem(r: ToolResult): string | null {
   for (const [i, c] of r.content.entries()) {
     if (c.type !== "image") continue;
+    if (c.data === "") return `content[${i}].data: empty`;
     if (!BASE64.test(c.data)) return `content[${i}].data: not base64`;
     if (!MIME.test(c.mime_type)) return `content[${i}].mime_type: not a media type (type/subtype)`;
   }

@@ -126,6 +126,8 @@ describe("persistence (filesystem)", () => {
     try {
       const loaded = await call(elsewhere.url, "GET", `/sessions/${s.id}`, { token: TOKEN });
       expect(loaded.body).toMatchObject({ status: "idle", checkpoint: c1 });
+      // Restored, then untouched: the load changes nothing, updated_at included.
+      expect(loaded.body.updated_at).toBe(r.body.updated_at);
       expect((await allEvents(elsewhere.url, s.id)).map((e) => e.id)).toEqual(kept.map((e) => e.id));
     } finally {
       await elsewhere.stop();

@@ -77,6 +77,19 @@ describe("reference harness on the scripted provider", () => {
     expect(appends.map((r) => r.role)).toEqual(["user", "assistant"]);
   });
 
+  it("a surrogate pair the provider splits between two chunks reaches stdout whole: no delta holds half of one", async () => {
+    const { session, log } = await open();
+    // Tokens 3 ms apart: each delta is a line of its own (adjacent ones in one read share a line).
+    await run(session, "t1", "[[units 1]] [[delay 3]] a😀b😀");
+    await log.next("turn.end");
+    const events = log.turn("t1");
+    const deltas = events.flatMap((e) => (e.type === "assistant.delta" ? [e.text] : []));
+    expect(deltas.every((d) => d.isWellFormed())).toBe(true);
+    const message = events.find((e) => e.type === "assistant.message");
+    expect(deltas.join("")).toBe("echo: a😀b😀");
+    expect(message).toMatchObject({ text: "echo: a😀b😀" });
+  });
+
   it("runs concurrent turns of two sessions in one process", async () => {
     const a = await open();
     const b = await open();

@@ -6,7 +6,7 @@
  */
 import S3rver from "@20minutes/s3rver";
 import { generateKeyPairSync } from "node:crypto";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -138,6 +138,13 @@ describe("provider peculiarities", () => {
     // Keys never leave the directory: dot segments are resolved away, an encoded slash is refused.
     expect(await store.get("../escape")).toBeNull();
     expect((await persistenceFsHandler(fsDir)(new Request("http://fs/o/a%2F..%2F..%2Fetc%2Fpasswd"))).status).toBe(400);
+  });
+
+  it.runIf(existsSync("/proc/self"))("filesystem: a directory the system will not create is a write error, not an absent object", async () => {
+    const store = new FsStore({ fetch: (u: string, init?: RequestInit) => persistenceFsHandler("/proc/svc-no-such-dir")(new Request(u, init)) });
+    const failed = await store.put("svc/a/latest.json", bytes("{}"), "application/json").catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(StoreError);
+    expect(String((failed as Error).message)).not.toMatch(/not found|404/);
   });
 
   it("filesystem: a write that fails leaves no temporary file behind", async () => {

@@ -86,7 +86,8 @@ describe("error text from a provider and from a harness", () => {
     const body = `Incorrect API key provided: ${SECRETS.openaiKey}; retry at https://u:${SECRETS.urlPassword}@example.com ${"padding ".repeat(200)}`;
     const turn = rig.run(fake, `[[error 401 ${body}]]`);
     const end = await turnEnd(fake, turn);
-    expect(end).toMatchObject({ status: "failed", error: { code: "provider_error" } });
+    // The status the session takes for a provider failure (docs/api.md "Turns").
+    expect(end).toMatchObject({ status: "interrupted", error: { code: "provider_error" } });
     const message = end.error!.message;
     expect(message.startsWith("the model provider failed: ")).toBe(true);
     expect(message).toContain("Incorrect API key provided");

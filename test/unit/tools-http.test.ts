@@ -222,12 +222,18 @@ describe("failures after dispatch: unknown_outcome true", () => {
       res.end(`event: progress\ndata: {"a":1,"a":2}\n\nevent: result\ndata: ${JSON.stringify(OK)}\n\n`);
     });
     expectError(await call(sse).result, true, /returned JSON in a progress frame that gives a more than once/);
+    const bare = route((_q, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(`event: progress\ndata: "\\ud800"\n\nevent: result\ndata: ${JSON.stringify(OK)}\n\n`);
+    });
+    expectError(await call(bare).result, true, /in a progress frame that cannot be recorded as sent \(text is not valid Unicode \(a lone surrogate\)\)$/);
   });
 
   it("an image whose data is not base64, or whose mime_type is not a media type, is not a Result", async () => {
     const image = (item: object) => route((_q, res) => json(res, 200, { content: [{ type: "image", ...item }] }));
     expectError(await call(image({ data: "%%%", mime_type: "image/png" })).result, true, /invalid result: content\[0\]\.data: not base64$/);
     expectError(await call(image({ data: "AAA", mime_type: "image/png" })).result, true, /not base64$/);
+    expectError(await call(image({ data: "", mime_type: "image/png" })).result, true, /content\[0\]\.data: empty$/);
     expectError(await call(image({ data: "AA==", mime_type: "png" })).result, true, /content\[0\]\.mime_type: not a media type/);
     expect(await call(image({ data: "AA==", mime_type: "image/svg+xml; charset=utf-8" })).result).toEqual({ content: [{ type: "image", data: "AA==", mime_type: "image/svg+xml; charset=utf-8" }] });
   });

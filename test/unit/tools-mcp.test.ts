@@ -246,6 +246,33 @@ describe("raw MCP peer", () => {
     expectError(await call(mcpTool("x", { url }), {}).result, true, /: Invalid tools\/call result: \[ \{ "code": "custom", "path": \[ "content" \] \} \]$/);
     answer("Output validation error: Tool x has an output schema but no structured content was provided");
     expectError(await call(mcpTool("x", { url }), {}).result, true, /Output validation error/);
+    // As an SDK server sends it: its error's message already starts with the code, and the client
+    // adds it once more.
+    answer("MCP error -32602: Invalid tools/call result: bad");
+    expectError(await call(mcpTool("x", { url }), {}).result, true, /MCP server answered with an error: Invalid tools\/call result: bad$/);
+    answer("MCP error -32602: Tool x not found");
+    expectError(await call(mcpTool("x", { url }), {}).result, false, /MCP server answered with an error: Tool x not found$/);
+  });
+
+  it("the high-level SDK server's output check, sent as an isError result, has unknown_outcome; another isError result does not", async () => {
+    const result = (text: string) => (onCall = (res, id) => {
+      const body = { jsonrpc: "2.0", id, result: { content: [{ type: "text", text }], isError: true } };
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body));
+    });
+    result("MCP error -32602: Output validation error: Tool x has an output schema but no structured content was provided");
+    expect(await call(mcpTool("x", { url }), {}).result).toMatchObject({ is_error: true, unknown_outcome: true });
+    result("no such city");
+    expect(await call(mcpTool("x", { url }), {}).result).toEqual({ content: [{ type: "text", text: "no such city" }], is_error: true });
+  });
+
+  it("an image result is held to base64 data and a media type, like a host tool's", async () => {
+    for (const [image, problem] of [
+      [{ type: "image", data: "QQ", mimeType: "image/png" }, /content\[0\]\.data: not base64/],
+      [{ type: "image", data: "QUJD", mimeType: "garbage" }, /content\[0\]\.mime_type: not a media type/],
+    ] as const) {
+      onCall = (res, id) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id, result: { content: [image] } }));
+      expectError(await call(mcpTool("x", { url }), {}).result, true, problem);
+    }
   });
 
   it("a result with a lone surrogate is not recorded as sent: an error with unknown_outcome", async () => {
