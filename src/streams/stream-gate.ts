@@ -7,7 +7,10 @@
  * and tenant. Each sync states everything the isolate wants to hold; its rows are rewritten and
  * their expiry pushed `LEASE_TTL_MS` ahead. Rows past their expiry belong to an isolate that died
  * (or lost contact) and are deleted on the next sync of anyone, so a crash frees its slots within
- * a minute without any alarm.
+ * a minute without any alarm. Rows last synced before this instance started are deleted too: a
+ * restart of the runtime (the local stack's restart or SIGHUP reload, a deploy) ends every isolate
+ * with it, and their streams with them. Should only this object have restarted, live isolates
+ * state their holdings again at their next renewal (within 20 s).
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
@@ -29,6 +32,9 @@ export type Wants = Record<string, { need: number; want: number }>;
 export type Granted = { seq: number; slots: Record<string, number>; keep: number; stale: boolean };
 
 export class StreamGate extends DurableObject<Env> {
+  /** When this instance started, ms: a holding synced before it belongs to an earlier runtime. */
+  readonly #startedAt = Date.now();
+
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     migrate(ctx.storage, MIGRATIONS);
@@ -42,8 +48,10 @@ export class StreamGate extends DurableObject<Env> {
     const sql = this.ctx.storage.sql;
     const now = Date.now();
     return this.ctx.storage.transactionSync(() => {
-      sql.exec("DELETE FROM holdings WHERE expires_at < ?", now);
-      sql.exec("DELETE FROM holders WHERE expires_at < ?", now);
+      // Expired, or last synced (expiry − LEASE_TTL_MS) before this instance started.
+      const before = this.#startedAt + LEASE_TTL_MS;
+      sql.exec("DELETE FROM holdings WHERE expires_at < ? OR expires_at < ?", now, before);
+      sql.exec("DELETE FROM holders WHERE expires_at < ? OR expires_at < ?", now, before);
       const last = sql.exec<{ seq: number }>("SELECT seq FROM holders WHERE holder = ?", holder).toArray()[0]?.seq ?? 0;
       const total = () => sql.exec<{ n: number }>("SELECT COALESCE(SUM(slots), 0) AS n FROM holdings").one().n;
       if (seq <= last) return { seq, slots: {}, keep: keepHint(cap, total()), stale: true };

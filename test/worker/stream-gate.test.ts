@@ -7,6 +7,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { newId } from "../../src/shared/ids.ts";
+import { LEASE_TTL_MS } from "../../src/streams/stream-gate.ts";
 import { StreamSlots } from "../../src/streams/stream-slots.ts";
 import { api, createSession, env, expectApiError, sseReader } from "./helpers.ts";
 
@@ -37,6 +38,19 @@ describe("StreamGate: slots held by several isolates", () => {
     expect(await b!.acquire("acme")).toBe(false);
     // Isolate a dies: nothing renews its holding, whose expiry passes.
     await runInDurableObject(gate, (_, state) => state.storage.sql.exec("UPDATE holdings SET expires_at = ?", Date.now() - 1));
+    expect(await b!.acquire("acme")).toBe(true);
+  });
+
+  it("drops the holdings synced before its instance started (a runtime restart ended those isolates): a fresh one gets its slots at once", async () => {
+    const { gate, slots: [a, b] } = isolates(2);
+    const beforeStart = Date.now();
+    expect(await a!.acquire("acme")).toBe(true);
+    expect(await a!.acquire("acme")).toBe(true);
+    expect(await b!.acquire("acme")).toBe(false);
+    // As if a's holding had last been renewed just before this instance started, by a runtime
+    // that is gone: not expired yet (LEASE_TTL_MS is 60 s), but no isolate of that runtime lives.
+    await runInDurableObject(gate, (_, state) => state.storage.sql.exec("UPDATE holdings SET expires_at = ?", beforeStart - 1 + LEASE_TTL_MS));
+    expect(await b!.acquire("acme")).toBe(true);
     expect(await b!.acquire("acme")).toBe(true);
   });
 
