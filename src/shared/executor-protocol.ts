@@ -81,14 +81,14 @@ export type ToolScope = z.output<typeof ToolScopeSchema>;
 
 export const ReadyCommandSchema = component(
   "ReadyCommand",
-  z.strictObject({ type: z.literal("ready"), connection: z.string().min(1) }),
+  z.strictObject({ type: z.literal("ready"), connection: Hex32 }),
   "First frame of every command stream: the identity replies must name.",
 );
 export const CallCommandSchema = component(
   "CallCommand",
   z.strictObject({
     type: z.literal("call"),
-    connection: z.string().min(1),
+    connection: Hex32,
     call_id: Hex32,
     tool: z.string(),
     arguments: z.unknown(),
@@ -98,7 +98,7 @@ export const CallCommandSchema = component(
 );
 export const CancelCommandSchema = component(
   "CancelCommand",
-  z.strictObject({ type: z.literal("cancel"), connection: z.string().min(1), call_id: Hex32 }),
+  z.strictObject({ type: z.literal("cancel"), connection: Hex32, call_id: Hex32 }),
   "The call ended without the executor's result (its turn interrupted, its session closed, the 300 s timeout, a shutdown); a later reply for it is refused.",
 );
 
