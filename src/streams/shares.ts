@@ -6,7 +6,8 @@
 
 /**
  * Part of the cap one tenant may hold when several tenants are configured: three quarters, so one
- * tenant can never take every stream from the others. With one tenant it may hold the whole cap.
+ * tenant can never take every stream from the others — from a cap of 4 on (rounded up, 3/4 of a
+ * smaller cap is all of it). With one tenant it may hold the whole cap.
  */
 export function tenantShare(cap: number, tenants: number): number {
   return tenants <= 1 ? cap : Math.max(1, Math.ceil((cap * 3) / 4));
