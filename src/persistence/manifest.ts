@@ -48,8 +48,9 @@ export const ManifestSchema = z.strictObject({
     created_at: z.string(),
     updated_at: z.string(),
     /**
-     * The status when this manifest was written (absent in older ones): a load that comes back
-     * with another one changed the session, so its `updated_at` is the load's time.
+     * The status when this manifest was written, with its checkpoint (absent in older ones): a load
+     * that comes back with another one (a turn was running then) changes the session, so its
+     * `updated_at` is the load's time.
      */
     status: z.enum(SESSION_STATUSES).optional(),
     descriptors: z.array(ToolSchema),

@@ -451,7 +451,8 @@ describe("persistence (filesystem)", () => {
 
     const fresh = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
     try {
-      // The load changed the session (interrupted → idle): updated_at says when, after every event it kept.
+      // The stored checkpoint was published after the hung turn began (with the status running or
+      // interrupted), so the load changes the status storage recorded: updated_at says when.
       const loaded = (await call(fresh.url, "GET", `/sessions/${s.id}`, { token: TOKEN })).body;
       expect(loaded.status).toBe("idle");
       expect(loaded.updated_at > (lost.at(-1) as { time?: string }).time!).toBe(true);
