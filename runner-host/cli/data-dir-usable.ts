@@ -6,7 +6,6 @@
  * regular file there fails the start with mkdir's EEXIST.
  */
 import { accessSync, chmodSync, constants, lstatSync, mkdirSync, statSync } from "node:fs";
-import { mkdir, stat } from "node:fs/promises";
 import path from "node:path";
 
 /** The problem with `dataDir` (absolute) as one sentence, or null when it is usable. */
@@ -68,7 +67,7 @@ export function makePrivateDataDir(dataDir: string): string | null {
  * /proc; this one throws that error.
  */
 export function makeDirs(dir: string, mode = 0o777): void {
-  for (const d of missing(dir, (p) => statSync(p, { throwIfNoEntry: false }) !== undefined)) {
+  for (const d of missing(dir)) {
     try {
       mkdirSync(d, { mode });
     } catch (e) {
@@ -77,24 +76,10 @@ export function makeDirs(dir: string, mode = 0o777): void {
   }
 }
 
-/** `makeDirs` without blocking the event loop (a request handler's). */
-export async function makeDirsAsync(dir: string): Promise<void> {
-  const todo: string[] = [];
-  for (let at = path.resolve(dir); !(await stat(at).then(() => true, () => false)); at = path.dirname(at)) {
-    todo.unshift(at);
-    if (path.dirname(at) === at) break;
-  }
-  for (const d of todo) {
-    await mkdir(d).catch((e: NodeJS.ErrnoException) => {
-      if (e.code !== "EEXIST") throw e;
-    });
-  }
-}
-
 /** The ancestors of `dir` (itself included) that do not exist, outermost first. */
-function missing(dir: string, exists: (p: string) => boolean): string[] {
+function missing(dir: string): string[] {
   const todo: string[] = [];
-  for (let at = path.resolve(dir); !exists(at); at = path.dirname(at)) {
+  for (let at = path.resolve(dir); statSync(at, { throwIfNoEntry: false }) === undefined; at = path.dirname(at)) {
     todo.unshift(at);
     if (path.dirname(at) === at) break;
   }

@@ -10,7 +10,7 @@
 import { randomBytes } from "node:crypto";
 import { link, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { makeDirsAsync } from "./data-dir-usable.ts";
+import { makeDirs } from "./data-dir-usable.ts";
 
 export function persistenceFsHandler(directory: string): (request: Request) => Promise<Response> {
   const root = path.resolve(directory);
@@ -33,7 +33,7 @@ export function persistenceFsHandler(directory: string): (request: Request) => P
           return new Response(null, { status: 204 });
         case "PUT": {
           const body = new Uint8Array(await request.arrayBuffer());
-          await makeDirsAsync(path.dirname(file));
+          makeDirs(path.dirname(file)); // a few stat calls: local development only
           const tmp = `${file}.${randomBytes(6).toString("hex")}.tmp`;
           try {
             await writeFile(tmp, body);

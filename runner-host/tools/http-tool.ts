@@ -6,8 +6,7 @@
  */
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { validateInput } from "./json-schema.ts";
-import { duplicateMember, MAX_JSON_DEPTH, nestingExceeds } from "../../src/shared/json-text.ts";
-import { unkeptValues } from "../../src/shared/json-values.ts";
+import { MAX_JSON_DEPTH, notAsSent, parseWithinDepth } from "../../src/shared/json-text.ts";
 import { CallBudget, checkOutput, errorResult, label, neverSent, parseResult, stoppedResult } from "./outcome.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import type { ToolResult } from "../../src/shared/result-schema.ts";
@@ -136,18 +135,13 @@ function resultFrom(value: unknown): ToolResult {
  * repeated member name (JSON.parse would keep the last silently), no lone surrogate.
  */
 function parseJson(text: string, what: string): unknown {
-  if (nestingExceeds(text, MAX_JSON_DEPTH)) throw new BrokenAnswer(`returned JSON${what} nested deeper than ${MAX_JSON_DEPTH} levels`);
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    throw new BrokenAnswer(`returned invalid JSON${what}`);
-  }
-  const [unkept] = unkeptValues(value);
-  if (unkept) throw new BrokenAnswer(`returned JSON${what} that cannot be recorded as sent (${unkept})`);
-  const duplicate = duplicateMember(text);
-  if (duplicate) throw new BrokenAnswer(`returned JSON${what} that gives ${duplicate} more than once`);
-  return value;
+  const parsed = parseWithinDepth(text);
+  if ("deep" in parsed) throw new BrokenAnswer(`returned JSON${what} nested deeper than ${MAX_JSON_DEPTH} levels`);
+  if ("syntax" in parsed) throw new BrokenAnswer(`returned invalid JSON${what}`);
+  const lost = notAsSent(text, parsed.value);
+  if (lost && "unkept" in lost) throw new BrokenAnswer(`returned JSON${what} that cannot be recorded as sent (${lost.unkept})`);
+  if (lost) throw new BrokenAnswer(`returned JSON${what} that gives ${lost.repeated} more than once`);
+  return parsed.value;
 }
 
 /** A streaming UTF-8 decoder; invalid bytes are a broken answer, described by `what`. */

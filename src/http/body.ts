@@ -8,8 +8,7 @@ import type { z } from "zod";
 import { concatBytes } from "../shared/bytes.ts";
 import { invalid, ServiceError, tooLarge } from "../shared/errors.ts";
 import { issueSummary } from "../shared/zod-issues.ts";
-import { unkeptValues } from "../shared/json-values.ts";
-import { duplicateMember, MAX_JSON_DEPTH, nestingExceeds } from "../shared/json-text.ts";
+import { MAX_JSON_DEPTH, notAsSent, parseWithinDepth } from "../shared/json-text.ts";
 
 /** The body cap is `limits.input_bytes` plus this many bytes of envelope (docs/api.md "Limits"). */
 export const BODY_OVERHEAD_BYTES = 16 * 1024;
@@ -163,22 +162,17 @@ export function parseBody<S extends z.ZodType>(text: string, schema: S, emptyAs?
     if (emptyAs === undefined) throw invalid("request body is required");
     value = emptyAs;
   } else {
-    // Before anything recursive sees the value: JSON.parse itself copes, what comes after may not.
-    if (nestingExceeds(text, MAX_JSON_DEPTH)) throw invalid(`request body nests deeper than ${MAX_JSON_DEPTH} levels`);
-    try {
-      value = JSON.parse(text);
-    } catch (e) {
-      throw invalid(`malformed JSON: ${e instanceof Error ? e.message : "parse error"}`);
-    }
+    const parsed = parseWithinDepth(text);
+    if ("deep" in parsed) throw invalid(`request body nests deeper than ${MAX_JSON_DEPTH} levels`);
+    if ("syntax" in parsed) throw invalid(`malformed JSON: ${parsed.syntax}`);
+    value = parsed.value;
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw invalid("request body must be a JSON object");
   }
   // Anywhere in the body, free-form members (`bindings[].parameters`) included.
-  const [unkept] = unkeptValues(value);
-  if (unkept) throw invalid(unkept);
-  const duplicate = text.trim() === "" ? null : duplicateMember(text);
-  if (duplicate) throw invalid(`${duplicate}: the member is given more than once`);
+  const lost = notAsSent(text, value);
+  if (lost) throw invalid("unkept" in lost ? lost.unkept : `${lost.repeated}: the member is given more than once`);
   const r = schema.safeParse(value);
   if (!r.success) throw invalid(issueSummary(r.error.issues));
   return r.data;

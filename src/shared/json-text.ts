@@ -1,10 +1,11 @@
 /**
- * Checks on a request body's JSON text that JSON.parse cannot make: how deep it nests (before the
- * parse, so nothing recursive meets a body nested thousands deep) and whether an object repeats a
- * member name (after it: JSON.parse keeps the last and drops the others silently, so
- * `{"type":"user.interrupt","type":"user.message",...}` would be a message). One linear pass each,
- * over at most the body cap.
+ * Checks on a JSON text (a request body, a host tool's answer) that JSON.parse cannot make: how
+ * deep it nests (before the parse, so nothing recursive meets a value nested thousands deep) and
+ * whether an object repeats a member name (after it: JSON.parse keeps the last and drops the others
+ * silently, so `{"type":"user.interrupt","type":"user.message",...}` would be a message). One
+ * linear pass each, over at most the body cap.
  */
+import { unkeptValues } from "./json-values.ts";
 import { formatPath } from "./zod-issues.ts";
 
 /**
@@ -73,4 +74,29 @@ export function duplicateMember(text: string): string | null {
     }
   }
   return null;
+}
+
+/**
+ * JSON.parse behind the nesting bound (checked first: JSON.parse copes with any depth, what
+ * recurses over the value after it may not). The caller words the refusal.
+ */
+export function parseWithinDepth(text: string): { value: unknown } | { deep: true } | { syntax: string } {
+  if (nestingExceeds(text, MAX_JSON_DEPTH)) return { deep: true };
+  try {
+    return { value: JSON.parse(text) };
+  } catch (e) {
+    return { syntax: e instanceof Error ? e.message : "parse error" };
+  }
+}
+
+/**
+ * What JSON.parse made of `text` that is not what was sent: a value it could not keep
+ * (json-values.ts `unkeptValues`, its line) or a member name given twice (its path). Null when
+ * the value is the text's. A blank text (a default stood in for it) repeats nothing.
+ */
+export function notAsSent(text: string, value: unknown): { unkept: string } | { repeated: string } | null {
+  const [unkept] = unkeptValues(value);
+  if (unkept) return { unkept };
+  const repeated = text.trim() === "" ? null : duplicateMember(text);
+  return repeated ? { repeated } : null;
 }

@@ -49,9 +49,9 @@ export class StreamGate extends DurableObject<Env> {
     const now = Date.now();
     return this.ctx.storage.transactionSync(() => {
       // Expired, or last synced (expiry − LEASE_TTL_MS) before this instance started.
-      const before = this.#startedAt + LEASE_TTL_MS;
-      sql.exec("DELETE FROM holdings WHERE expires_at < ? OR expires_at < ?", now, before);
-      sql.exec("DELETE FROM holders WHERE expires_at < ? OR expires_at < ?", now, before);
+      const before = Math.max(now, this.#startedAt + LEASE_TTL_MS);
+      sql.exec("DELETE FROM holdings WHERE expires_at < ?", before);
+      sql.exec("DELETE FROM holders WHERE expires_at < ?", before);
       const last = sql.exec<{ seq: number }>("SELECT seq FROM holders WHERE holder = ?", holder).toArray()[0]?.seq ?? 0;
       const total = () => sql.exec<{ n: number }>("SELECT COALESCE(SUM(slots), 0) AS n FROM holdings").one().n;
       if (seq <= last) return { seq, slots: {}, keep: keepHint(cap, total()), stale: true };
