@@ -52,6 +52,9 @@ export class ControlClient {
   #retry: NodeJS.Timeout | undefined;
   #lastStatus = "";
   #statusQueued = false;
+  #statusForced = false;
+  /** Attach orders handled on the current control socket (its statuses say so: `attaches`). */
+  #attaches = 0;
 
   constructor(o: ControlOptions) {
     this.#o = o;
@@ -71,19 +74,24 @@ export class ControlClient {
    * idle moves with every turn's start and end, but the pool only asks whether one is, and only
    * when `loaded` has reached `loaded_limit` (room at the limit), so neither a busy runner-host nor
    * one serving a single session sends a status per turn: that message would reach the service
-   * while the turn's first output is on its way. The figures sent are the current ones.
+   * while the turn's first output is on its way. The figures sent are the current ones. `always`:
+   * sent even if those figures are unchanged — after an attach order, which the pool counted
+   * ahead (an idle session fewer at the limit) until this status replaces its estimate.
    */
-  statusChanged(): void {
+  statusChanged(always = false): void {
+    this.#statusForced ||= always;
     if (this.#statusQueued) return;
     this.#statusQueued = true;
     queueMicrotask(() => {
       this.#statusQueued = false;
+      const forced = this.#statusForced;
+      this.#statusForced = false;
       if (!this.connected) return; // the next hello carries the figures
       const { draining, capacity } = this.#o.state();
       const figures = placementFigures(draining, capacity);
-      if (figures === this.#lastStatus) return;
+      if (figures === this.#lastStatus && !forced) return;
       this.#lastStatus = figures;
-      this.#ws!.send(JSON.stringify({ t: "status", draining, capacity } satisfies ControlUp));
+      this.#ws!.send(JSON.stringify({ t: "status", draining, capacity, attaches: this.#attaches } satisfies ControlUp));
     });
   }
 
@@ -102,6 +110,7 @@ export class ControlClient {
     const ws = dial(this.#o.baseUrl, CONTROL_PATH, this.#o.secret, { protocol: String(RUNNER_PROTOCOL), region: this.#o.region });
     this.#ws = ws;
     this.#welcomed = false;
+    this.#attaches = 0;
     let answered = false;
     const stopKeepAlive = keepAlive(ws);
     ws.on("open", () => {
@@ -137,6 +146,8 @@ export class ControlClient {
         } catch (err) {
           this.#o.log("error", "attach order handler failed", { session: m.data.session, error: (err as Error).message });
         }
+        this.#attaches++;
+        this.statusChanged(true);
       }
     });
     ws.on("refused", (status: number, message: string) => {

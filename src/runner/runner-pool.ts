@@ -20,8 +20,13 @@ import m0001 from "../../migrations/runner_pool/0001_init.sql";
 
 const MIGRATIONS = [m0001];
 
-/** `seen`: when its last message arrived (ms since epoch); its pings are answered without one. */
-type Host = { runnerId: string; boot: string; harnesses: string[]; draining: boolean; capacity: Capacity; seen?: number };
+/**
+ * `seen`: when its last message arrived (ms since epoch); its pings are answered without one.
+ * `sent`: attach orders sent on this socket; `handled`: how many of them its latest status had
+ * counted. Placement reads the capacity with the difference counted ahead (`ahead`), so a status
+ * sent before some orders arrived does not free their room again.
+ */
+type Host = { runnerId: string; boot: string; harnesses: string[]; draining: boolean; capacity: Capacity; seen?: number; sent: number; handled: number };
 
 export type PoolStatus = {
   runners: number;
@@ -31,8 +36,18 @@ export type PoolStatus = {
   /** Sessions the ready runner-hosts can still take before dropping idle ones. */
   free: number;
 };
-/** `none`: no runner-host here serves the harness (the session was not parked, unless asked to). */
-export type Placement = "placed" | "waiting" | "none";
+/**
+ * `none`: no runner-host here serves the harness (the session was not parked, unless asked to);
+ * `full`: every one that does is at `limits.loaded` with nothing idle (a claim is not parked).
+ */
+export type Placement = "placed" | "waiting" | "none" | "full";
+/**
+ * How a pool that cannot attach the session now answers: `park` keeps it waiting for room in any
+ * case; `spill` answers `none` (keeping nothing) when no runner-host here serves the harness and
+ * parks it otherwise; `claim` also keeps nothing when they are all full (`full`), so a message
+ * that needs the session placed is refused and its room check and attach are one step here.
+ */
+export type PlaceMode = "park" | "spill" | "claim";
 /** Whether this pool could take a session of a harness now. */
 export type Room = "room" | "full" | "none";
 
@@ -66,7 +81,7 @@ export class RunnerPool extends DurableObject<Env> {
     if (!parsed?.success) return ws.close(1008, "invalid control message");
     const m = parsed.data;
     if (m.t === "hello") {
-      ws.serializeAttachment({ runnerId: m.runner_id, boot: m.boot, harnesses: m.harnesses, draining: m.draining, capacity: m.capacity, seen: Date.now() } satisfies Host);
+      ws.serializeAttachment({ runnerId: m.runner_id, boot: m.boot, harnesses: m.harnesses, draining: m.draining, capacity: m.capacity, seen: Date.now(), sent: 0, handled: 0 } satisfies Host);
       await this.#watchSilence();
       const region = this.ctx.getTags(ws).find((t) => t.startsWith("region:"))?.slice("region:".length) ?? "default";
       send(ws, { t: "welcome", pool: region });
@@ -75,7 +90,7 @@ export class RunnerPool extends DurableObject<Env> {
     } else if (m.t === "status") {
       const h = ws.deserializeAttachment() as Host | null;
       if (!h) return ws.close(1008, "status before hello");
-      ws.serializeAttachment({ ...h, draining: m.draining, capacity: m.capacity, seen: Date.now() } satisfies Host);
+      ws.serializeAttachment({ ...h, draining: m.draining, capacity: m.capacity, seen: Date.now(), handled: m.attaches } satisfies Host);
       await this.#watchSilence();
     } else {
       // The runner-host could not take it after all: the session waits for the next chance.
@@ -126,7 +141,7 @@ export class RunnerPool extends DurableObject<Env> {
 
   /** Arms the silence check while some runner-host holds sessions (`rearm`: from the alarm itself). */
   async #watchSilence(rearm = false): Promise<void> {
-    if (!this.#hosts().some((h) => h.host.capacity.loaded > 0)) return;
+    if (!this.#hosts().some((h) => ahead(h.host).loaded > 0)) return;
     if (rearm || (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + SILENCE_CHECK_MS);
   }
 
@@ -138,7 +153,7 @@ export class RunnerPool extends DurableObject<Env> {
       ready: ready.length,
       draining: hosts.length > 0 && ready.length === 0,
       harnesses: [...new Set(ready.flatMap((h) => h.host.harnesses))].sort(),
-      free: ready.reduce((n, h) => n + Math.max(0, h.host.capacity.loaded_limit - h.host.capacity.loaded), 0),
+      free: ready.reduce((n, h) => n + Math.max(0, h.host.capacity.loaded_limit - ahead(h.host).loaded), 0),
     };
   }
 
@@ -149,14 +164,15 @@ export class RunnerPool extends DurableObject<Env> {
   }
 
   /**
-   * Sends an attach order to the best runner-host, or parks the session until one can take it.
-   * With `park: false` a pool where no runner-host serves the harness answers `none` and keeps
-   * nothing, so the session can try another region first.
+   * Sends an attach order to the best runner-host, or (`mode`) parks the session until one can
+   * take it. `none` keeps nothing, so the session can try another region first.
    */
-  place(session: string, lease: number, harness: string, park = true): Placement {
+  place(session: string, lease: number, harness: string, mode: PlaceMode = "park"): Placement {
     const sql = this.ctx.storage.sql;
     if (this.#attach(session, lease, harness)) return "placed";
-    if (!park && this.room(harness) === "none") return "none";
+    const room = mode === "park" ? "full" : this.room(harness);
+    if (room === "none") return "none";
+    if (mode === "claim") return "full";
     sql.exec(
       "INSERT INTO waiting (session, lease, harness, since) VALUES (?, ?, ?, ?) ON CONFLICT (session) DO UPDATE SET lease = excluded.lease",
       session,
@@ -178,12 +194,10 @@ export class RunnerPool extends DurableObject<Env> {
   #attach(session: string, lease: number, harness: string): boolean {
     const best = this.#hosts()
       .filter((h) => !h.host.draining && h.host.harnesses.includes(harness) && roomFor(h.host))
-      .sort((a, b) => a.host.capacity.loaded - b.host.capacity.loaded)[0];
+      .sort((a, b) => ahead(a.host).loaded - ahead(b.host).loaded)[0];
     if (!best) return false;
     send(best.ws, { t: "attach", session, lease, harness });
-    // Count it now; the runner-host's next status replaces the estimate.
-    const loaded = best.host.capacity.loaded + 1;
-    best.ws.serializeAttachment({ ...best.host, capacity: { ...best.host.capacity, loaded } } satisfies Host);
+    best.ws.serializeAttachment({ ...best.host, sent: best.host.sent + 1 } satisfies Host);
     const sql = this.ctx.storage.sql;
     sql.exec("DELETE FROM waiting WHERE session = ?", session);
     sql.exec(
@@ -282,7 +296,19 @@ function silent(ctx: DurableObjectState, ws: WebSocket, host: Host): boolean {
 }
 
 function roomFor(h: Host): boolean {
-  return h.capacity.loaded < h.capacity.loaded_limit || h.capacity.idle > 0;
+  const c = ahead(h);
+  return c.loaded < c.loaded_limit || c.idle > 0;
+}
+
+/**
+ * The runner-host's capacity as of its latest status, with the attach orders sent since that
+ * status counted: each takes a free slot, or past the limit an idle session it drops for it.
+ */
+function ahead(h: Host): Capacity {
+  const c = h.capacity;
+  const pending = Math.max(0, h.sent - h.handled);
+  const fill = Math.min(pending, Math.max(0, c.loaded_limit - c.loaded));
+  return { loaded: c.loaded + fill, loaded_limit: c.loaded_limit, idle: Math.max(0, c.idle - (pending - fill)) };
 }
 
 function send(ws: WebSocket, m: ControlDown): void {

@@ -10,7 +10,7 @@
  */
 import { placementOrder } from "../runner/fleet.ts";
 import { configuredRegions, poolName } from "../runner/pool-name.ts";
-import type { Placement as PoolAnswer, Room } from "../runner/runner-pool.ts";
+import type { PlaceMode, Placement as PoolAnswer, Room } from "../runner/runner-pool.ts";
 import { DEFAULT_REGION, type HostConfig } from "../shared/config-schema.ts";
 
 /** Storage key of the session's home region (kept beside the SQL tables; fixed at creation). */
@@ -18,7 +18,7 @@ const HOME_REGION_KEY = "home_region";
 
 /** What the session asks of a regional RunnerPool (its stub fits). */
 export type Pool = {
-  place(session: string, lease: number, harness: string, park?: boolean): Promise<PoolAnswer>;
+  place(session: string, lease: number, harness: string, mode?: PlaceMode): Promise<PoolAnswer>;
   withdraw(session: string, lease: number): Promise<void>;
   room(harness: string): Promise<Room>;
 };
@@ -52,9 +52,31 @@ export class Placement {
   async place(name: string, lease: number, harness: string, config: HostConfig): Promise<void> {
     const order = placementOrder(config, this.#kv.get<string>(HOME_REGION_KEY) ?? DEFAULT_REGION);
     for (const region of order) {
-      if ((await this.#pool(region).place(name, lease, harness, false)) !== "none") return;
+      if ((await this.#pool(region).place(name, lease, harness, "spill")) !== "none") return;
     }
-    await this.#pool(order[0]!).place(name, lease, harness, true);
+    await this.#pool(order[0]!).place(name, lease, harness, "park");
+  }
+
+  /**
+   * Places the session for a message that needs it, as `place` does, but answers false (keeping
+   * nothing anywhere) where that message must be refused: every runner-host serving the harness
+   * is at `limits.loaded` with nothing idle. The first region serving the harness checks its room
+   * and attaches in one step, so two messages racing for its last slot are not both accepted; a
+   * full region with room elsewhere parks the session (docs/design-notes.md "Regions").
+   */
+  async claim(name: string, lease: number, harness: string, config: HostConfig): Promise<boolean> {
+    const order = placementOrder(config, this.#kv.get<string>(HOME_REGION_KEY) ?? DEFAULT_REGION);
+    for (const region of order) {
+      const answer = await this.#pool(region).place(name, lease, harness, "claim");
+      if (answer === "none") continue;
+      if (answer === "full") {
+        if (await this.full(harness, config)) return false;
+        await this.#pool(region).place(name, lease, harness, "park");
+      }
+      return true;
+    }
+    await this.#pool(order[0]!).place(name, lease, harness, "park");
+    return true;
   }
 
   /** The session waited for a runner-host and needs none now: every region's pool forgets it. */

@@ -24,7 +24,7 @@ export type SchedulerParts = {
   state: Pick<SessionState, "row" | "require" | "storage" | "endWork">;
   turns: Pick<Turns, "running" | "hasQueued" | "start">;
   link: Pick<RunnerLink, "newLease" | "socket" | "push" | "release">;
-  placement: Pick<Placement, "place" | "withdraw" | "full">;
+  placement: Pick<Placement, "place" | "claim" | "withdraw">;
   publication: Pick<Publication, "publish">;
   index: Pick<IndexPush, "push">;
   /** Persistence notes a change (SessionSync.changed): dirty, an upload alarm, the backlog. */
@@ -128,12 +128,20 @@ export class Scheduler {
   }
 
   /**
-   * Whether a message that needs the session placed must be refused up front: it is not placed,
-   * nothing runs, and no runner-host can take it (placement.ts `full`).
+   * A message to an idle session that is not placed: places it before the message is committed
+   * (placement.ts `claim`: the room check and the attach are one step in the pool), so when no
+   * runner-host can take it the message is refused with nothing recorded, and an accepted one
+   * never waits for room a check saw. False: refuse it (`429`).
    */
-  async noRoom(): Promise<boolean> {
+  async placeForMessage(): Promise<boolean> {
     const row = this.#p.state.row();
-    if (!row || row.link_state !== "none" || this.#p.turns.running()) return false;
-    return this.#p.placement.full(row.harness, (await this.#p.runtime()).config);
+    if (!row || row.status !== "idle" || row.link_state !== "none" || this.#p.turns.running()) return true;
+    const { config } = await this.#p.runtime();
+    const lease = this.#p.state.storage.transactionSync(() => this.#p.link.newLease());
+    if (await this.#p.placement.claim(sessionObjectName(row.tenant, row.id), lease, row.harness, config)) return true;
+    this.#p.state.storage.transactionSync(() => this.#p.link.release("no runner-host has room"));
+    // A message committed meanwhile (it found the session being placed) still needs a placement.
+    await this.schedule();
+    return false;
   }
 }

@@ -162,8 +162,8 @@ export class SessionObject extends DurableObject<Env> {
   async send(input: Input, traceparent?: string): Promise<Result<Event | Status>> {
     const rt = await getRuntime(this.env);
     const { limits } = rt.config;
-    // A message that needs the session placed is refused up front when no runner-host can take it.
-    if (input.type === "user.message" && (await this.#work.noRoom())) {
+    // A message that needs the session placed is placed first, and refused when no runner-host can take it.
+    if (input.type === "user.message" && !(await this.#work.placeForMessage())) {
       return { ok: false, error: overloaded("every runner-host is at its loaded-session limit").toBody() };
     }
     if (input.type === "user.message" && this.#state.row()?.status === "idle") {

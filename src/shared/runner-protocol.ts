@@ -65,8 +65,10 @@ export const CapacitySchema = z.strictObject({
   /**
    * Loaded sessions with no running turn: what it can drop to take a new one. A `status` is sent
    * when whether any is idle changes while `loaded` is at `loaded_limit` (the only time the pool
-   * reads it), not at every change of the count, so the pool may hold a stale count; it has the
-   * right sign whenever the runner-host is at its limit.
+   * reads it) and after every attach order, not at every change of the count, so the pool may hold
+   * a stale count; it has the right sign whenever the runner-host is at its limit. The pool counts
+   * the orders a status has not counted yet (`attaches`) ahead: one more loaded, or at the limit
+   * one fewer idle.
    */
   idle: z.number().int().nonnegative(),
 });
@@ -83,7 +85,13 @@ export const ControlUpSchema = z.discriminatedUnion("t", [
     draining: z.boolean(),
     capacity: CapacitySchema,
   }),
-  z.strictObject({ t: z.literal("status"), draining: z.boolean(), capacity: CapacitySchema }),
+  z.strictObject({
+    t: z.literal("status"),
+    draining: z.boolean(),
+    capacity: CapacitySchema,
+    /** Attach orders this control socket has handled (taken, refused or ignored) when the figures were taken. */
+    attaches: z.number().int().nonnegative(),
+  }),
   /**
    * Added by the runner-host side: an attach order it will not take, so the session need not wait
    * for a link that never comes. `full`: `limits.loaded` reached with nothing idle to drop (the

@@ -161,6 +161,32 @@ describe("capacity", () => {
       await stack.stop();
     }
   });
+
+  it("limits.loaded at its edge: with nothing idle every new session's message gets 429; with one idle, of messages racing for it one is accepted and runs", async () => {
+    const stack = await startStack({ config: config({ active: 1, loaded: 1 }), env });
+    try {
+      const a = await session(stack);
+      await say(stack, a, "[[hang]]");
+      await statusFrame(a, "running");
+      const fresh = async () => (await call(stack.url, "POST", "/sessions", { token: env.MANAGE, body: { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } } })).body.id as string;
+      const send = (id: string) => call(stack.url, "POST", `/sessions/${id}/events`, { token: env.MANAGE, body: { type: "user.message", text: "hi" } });
+      const busy = await Promise.all([await fresh(), await fresh(), await fresh()].map(send));
+      expect(busy.map((r) => [r.status, r.body.error?.code])).toEqual(Array(3).fill([429, "overloaded"]));
+      await call(stack.url, "POST", `/sessions/${a.id}/events`, { token: env.MANAGE, body: { type: "user.interrupt" } });
+      await statusFrame(a, "interrupted");
+      // A is loaded and idle now (its turn ended): room for exactly one more.
+      const ids = [await fresh(), await fresh(), await fresh()];
+      const racing = await Promise.all(ids.map(send));
+      expect(racing.map((r) => r.status).sort()).toEqual([202, 429, 429]);
+      const accepted = ids[racing.findIndex((r) => r.status === 202)]!;
+      const sse = await openSse(`${stack.url}/sessions/${accepted}/events`, { token: env.MANAGE });
+      await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle", 30_000);
+      sse.close();
+      a.sse.close();
+    } finally {
+      await stack.stop();
+    }
+  });
 });
 
 describe("runner-host lost and shutdown", () => {

@@ -107,7 +107,7 @@ describe("runner-host capacity", () => {
     expect(rig.host.pool.residentIn(rig.host.session("act-b")!)).toBeUndefined();
   });
 
-  it("limits.loaded: an attach past the limit drops the least recently used idle session; with none idle it is refused", async () => {
+  it("limits.loaded: an attach past the limit drops the least recently used idle session; with none idle it is refused, and a status follows either way", async () => {
     rig = await Rig.start({ limits: { active: 2, loaded: 2 } });
     const control = await rig.svc.control();
     const a = await rig.open("ld-a");
@@ -122,8 +122,11 @@ describe("runner-host capacity", () => {
     const hb = await heldTurn(rig, b, "busy-b");
     const hc = await heldTurn(rig, c, "busy-c");
     control.send({ t: "attach", session: "ld-d", lease: 1, harness: "ref" });
-    expect(await control.messages.find((m) => m.t === "attach_refused")).toEqual({ t: "attach_refused", session: "ld-d", lease: 1, reason: "full" });
-    expect(control.messages.items.findLast((m) => m.t === "status")).toMatchObject({ capacity: { loaded: 2, loaded_limit: 2, idle: 0 } });
+    const refused = await control.messages.find((m) => m.t === "attach_refused");
+    expect(refused).toEqual({ t: "attach_refused", session: "ld-d", lease: 1, reason: "full" });
+    // The pool counted the order ahead: a status follows every order, even one that changed nothing.
+    const after = await control.messages.find((m) => m.t === "status" && control.messages.items.indexOf(m) > control.messages.items.indexOf(refused));
+    expect(after).toMatchObject({ capacity: { loaded: 2, loaded_limit: 2, idle: 0 } });
     hb.release();
     hc.release();
     await Promise.all([turnEnd(b, hb.turn), turnEnd(c, hc.turn)]);

@@ -4,7 +4,10 @@
  * with nothing idle to drop; with no runner-host connected at all it is accepted and waits. A
  * session closed while it waits is forgotten by the pool: no runner-host is given it later.
  */
+import { env, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { POOL_NAME } from "../../src/runner/pool-name.ts";
+import type { RunnerPool } from "../../src/runner/runner-pool.ts";
 import { api, connectRunner, createSession, withTimeout } from "./helpers.ts";
 
 
@@ -55,4 +58,64 @@ describe("placement", () => {
     expect((await message(s.id)).status).toBe(202);
     ws.close();
   });
+
+  it("a status the runner-host took before an attach order reached it does not free that order's room again", async () => {
+    const ws = await connectRunner({ capacity: { loaded: 0, loaded_limit: 1, idle: 0 } });
+    const attached = new Promise<void>((resolve) => ws.addEventListener("message", (e) => JSON.parse(e.data as string).t === "attach" && resolve()));
+    const [a, b] = [await createSession(), await createSession()];
+    expect((await message(a.id)).status).toBe(202);
+    await withTimeout(attached, 5_000, "A's attach");
+    // Handed to the pool directly, so each is taken before the next message is sent.
+    const status = (attaches: number, loaded: number) =>
+      runInDurableObject(env.RUNNERS.getByName(POOL_NAME), async (pool: RunnerPool, state) => {
+        const control = state.getWebSockets("control")[0]!;
+        await pool.webSocketMessage(control, JSON.stringify({ t: "status", draining: false, capacity: { loaded, loaded_limit: 1, idle: 0 }, attaches }));
+      });
+    await status(0, 0); // taken before A's order arrived: the pool still counts A
+    expect((await message(b.id)).status).toBe(429);
+    await status(1, 1);
+    expect((await message(b.id)).status).toBe(429);
+    await status(1, 0); // A let go: room again
+    expect((await message(b.id)).status).toBe(202);
+    ws.close();
+  });
+
+  // The runner-host's own status after an attach comes later than these sends: the pool's count
+  // alone must hold the limit.
+  for (const capacity of [
+    { loaded: 0, loaded_limit: 1, idle: 0 },
+    { loaded: 1, loaded_limit: 1, idle: 1 },
+  ]) {
+    it(`messages racing for the last room at limits.loaded (${JSON.stringify(capacity)}): one is accepted and placed, the others get 429`, async () => {
+      const ws = await connectRunner({ capacity });
+      const attached: string[] = [];
+      ws.addEventListener("message", (e) => {
+        const m = JSON.parse(e.data as string) as { t: string; session?: string };
+        if (m.t === "attach") attached.push(m.session!.split(":")[0]!);
+      });
+      const sessions = await Promise.all([1, 2, 3].map(() => createSession()));
+      const answers = await Promise.all(sessions.map(async (s) => ({ id: s.id, status: (await message(s.id)).status })));
+      expect(answers.map((a) => a.status).sort()).toEqual([202, 429, 429]);
+      const accepted = answers.find((a) => a.status === 202)!.id;
+      for (const a of answers.filter((a) => a.status === 429)) {
+        const events = (await (await api(`/sessions/${a.id}/events`)).json()) as { events: unknown[] };
+        expect(events.events).toHaveLength(0);
+      }
+      // The refused ones were not parked either: a runner-host with room gets only the accepted one.
+      const roomy = await connectRunner({ capacity: { loaded: 0, loaded_limit: 10, idle: 0 }, runnerId: "c".repeat(32) });
+      const later: string[] = [];
+      roomy.addEventListener("message", (e) => {
+        const m = JSON.parse(e.data as string) as { t: string; session?: string };
+        if (m.t === "attach") later.push(m.session!.split(":")[0]!);
+      });
+      const sentinel = await createSession();
+      const placed = new Promise<void>((resolve) => roomy.addEventListener("message", (e) => (e.data as string).includes(sentinel.id) && resolve()));
+      expect((await message(sentinel.id)).status).toBe(202);
+      await withTimeout(placed, 5_000, "the sentinel's attach");
+      expect(attached).toEqual([accepted]);
+      expect(later).toEqual([sentinel.id]);
+      ws.close();
+      roomy.close();
+    });
+  }
 });

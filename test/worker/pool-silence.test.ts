@@ -23,7 +23,7 @@ describe("the pool's silence check", () => {
     expect(await runDurableObjectAlarm(pool)).toBe(true);
     expect(await alarmOf(pool)).not.toBeNull();
     const capacity = { loaded: 0, loaded_limit: 4, idle: 0 };
-    busy.send(JSON.stringify({ t: "status", draining: false, capacity }));
+    busy.send(JSON.stringify({ t: "status", draining: false, capacity, attaches: 0 }));
     await expect.poll(() => runInDurableObject(pool, (p) => (p as unknown as { status(): { free: number } }).status().free), { timeout: 5_000 }).toBe(8);
     expect(await runDurableObjectAlarm(pool)).toBe(true);
     expect(await alarmOf(pool)).toBeNull();
