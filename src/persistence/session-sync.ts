@@ -13,7 +13,7 @@ import { log } from "../log.ts";
 import { scheduleExport, type KeepAlive } from "../metrics/exporter.ts";
 import { metrics } from "../metrics/registry.ts";
 import { getRuntime } from "../runtime.ts";
-import type { Persistence } from "../shared/config-schema.ts";
+import type { HostConfig, Persistence } from "../shared/config-schema.ts";
 import type { SyncStatus } from "../shared/sync-schema.ts";
 import { conflict, notFound, overloaded, unsupported } from "../shared/errors.ts";
 import { sessionObjectName } from "../session/object-name.ts";
@@ -80,16 +80,36 @@ export class SessionSync {
     return this.#env.SYNC_BACKLOG.getByName(BACKLOG_NAME);
   }
 
-  /** New writes: `429` when the backlog is full and this session is not already in it. */
-  async admit(name: string): Promise<void> {
+  /** Whether a new write must first be admitted to the backlog (`admit`). */
+  needsAdmission(config: HostConfig): boolean {
+    return !!config.persistence && !this.#row()?.queued;
+  }
+
+  /**
+   * New writes: `429` when the backlog is full and this session is not already in it. True when
+   * this call entered it: the caller then `settle`s once the write is done, whatever came of it.
+   */
+  async admit(name: string): Promise<boolean> {
     const { config } = await getRuntime(this.#env);
     const p = config.persistence;
-    if (!p || this.#row()?.queued) return;
+    if (!p || !this.needsAdmission(config)) return false;
     if (!(await this.#backlog.enter(name, p.queue, false))) {
       throw overloaded(`${p.queue} sessions are waiting to upload to storage`);
     }
     this.#ensureRow();
     this.#state.storage.sql.exec("UPDATE sync SET queued = 1");
+    return true;
+  }
+
+  /**
+   * After an admitted write: one that left nothing to upload (a repeated key, a write refused after
+   * its admission) leaves the backlog again. Nothing would arm the upload round that takes it out,
+   * so its place would be held, and readiness failed with a full queue, until a later change.
+   */
+  async settle(): Promise<void> {
+    const s = this.#row();
+    if (!s?.queued || s.dirty_at !== null || (this.#state.row() && behind(this.#state))) return;
+    await this.#leaveIfQueued(s);
   }
 
   #ensureRow(): void {
@@ -262,7 +282,7 @@ export class SessionSync {
     // Only another deployment could have closed it; close is permanent there too.
     if (endsClosed(d)) throw conflict(`checkpoint ${checkpoint} is the close of the session`);
     // The restore is a change to upload, like a message: a full queue refuses it (429).
-    await this.admit(sessionObjectName(r.tenant, r.id));
+    const entered = await this.admit(sessionObjectName(r.tenant, r.id));
     // No upload round may interleave with the replacement.
     const run = this.#running.then(() => {
       settled(this.#state);
@@ -276,7 +296,12 @@ export class SessionSync {
     });
     // As above: the ordering chain ignores the outcome; `await run` below throws it to the caller.
     this.#running = run.catch(() => undefined);
-    await run;
+    try {
+      await run;
+    } catch (e) {
+      if (entered) await this.settle();
+      throw e;
+    }
     await this.changed();
     // Repoints latest.json at once (then the cut-off objects go); a failure is retried as usual.
     await this.#round(c);

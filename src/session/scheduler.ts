@@ -127,6 +127,12 @@ export class Scheduler {
     await this.#p.placement.withdraw(name, row.lease, config);
   }
 
+  /** An idle session on no runner-host: a message to it needs it placed (`placeForMessage`). */
+  needsPlacement(): boolean {
+    const row = this.#p.state.row();
+    return !!row && row.status === "idle" && row.link_state === "none" && !this.#p.turns.running();
+  }
+
   /**
    * A message to an idle session that is not placed: places it before the message is committed
    * (placement.ts `claim`: the room check and the attach are one step in the pool), so when no
@@ -134,8 +140,7 @@ export class Scheduler {
    * never waits for room a check saw. False: refuse it (`429`).
    */
   async placeForMessage(): Promise<boolean> {
-    const row = this.#p.state.row();
-    if (!row || row.status !== "idle" || row.link_state !== "none" || this.#p.turns.running()) return true;
+    const row = this.#p.state.require();
     const { config } = await this.#p.runtime();
     const lease = this.#p.state.storage.transactionSync(() => this.#p.link.newLease());
     if (await this.#p.placement.claim(sessionObjectName(row.tenant, row.id), lease, row.harness, config)) return true;

@@ -99,10 +99,12 @@ export class SessionObject extends DurableObject<Env> {
 
   /** `region`: the home region the Worker chose (the object was created near it). */
   async create(n: NewSession, region: string = DEFAULT_REGION): Promise<Result<Session>> {
+    let entered = false;
     const r = await asResultAsync(async () => {
-      if (!this.#state.row()) await this.#sync.admit(sessionObjectName(n.tenant, n.id));
+      if (!this.#state.row()) entered = await this.#sync.admit(sessionObjectName(n.tenant, n.id));
       return this.#state.create(n, now());
     });
+    if (entered && !r.ok) await this.#sync.settle();
     if (r.ok) {
       this.#placement.setHome(region);
       await this.#work.pushIndex(true);
@@ -162,34 +164,48 @@ export class SessionObject extends DurableObject<Env> {
   async send(input: Input, traceparent?: string): Promise<Result<Event | Status>> {
     const rt = await getRuntime(this.env);
     const { limits } = rt.config;
-    // A message that needs the session placed is placed first, and refused when no runner-host can take it.
-    if (input.type === "user.message" && !(await this.#work.placeForMessage())) {
-      return { ok: false, error: overloaded("every runner-host is at its loaded-session limit").toBody() };
-    }
+    // A message to an idle session may need it placed on a runner-host, then (with persistence) a
+    // place in the upload backlog, each refused with 429 when full. What repeats or refuses the
+    // message anyway is answered first, so neither is taken for it, nor a repeat refused.
+    let entered = false;
     if (input.type === "user.message" && this.#state.row()?.status === "idle") {
+      const place = this.#work.needsPlacement();
+      if (place || this.#sync.needsAdmission(rt.config)) {
+        const checked = asResult(() => this.#state.checkMessage(input, limits));
+        if (!checked.ok) return checked;
+        if (checked.value) return { ok: true, value: checked.value };
+      }
+      if (place && !(await this.#work.placeForMessage())) {
+        return { ok: false, error: overloaded("every runner-host is at its loaded-session limit").toBody() };
+      }
       const r = this.#state.require();
       const admitted = await asResultAsync(() => this.#sync.admit(sessionObjectName(r.tenant, r.id)));
       if (!admitted.ok) return admitted;
+      entered = admitted.value;
     }
     const running = this.#turns.running()?.event_id;
-    return this.#work.commit(false, () => {
+    const sent = await this.#work.commit(false, () => {
       const change = this.#state.send(input, limits, now(), traceparent);
       if (input.type === "user.interrupt" && running && change.events.length > 0) {
         this.#link.push({ t: "interrupt", turn: running });
       }
       return change;
     });
+    if (entered) await this.#sync.settle();
+    return sent;
   }
 
   async resume(): Promise<Result<Session>> {
     // A change to upload, like a message: with a full persistence queue, 429 (docs/api.md "Flush,
     // sync, restore"). Only a resume that can happen asks; the others are 409 below.
     const r = this.#state.row();
+    let entered = false;
     if (r?.status === "interrupted" || r?.status === "failed") {
       const admitted = await asResultAsync(() => this.#sync.admit(sessionObjectName(r.tenant, r.id)));
       if (!admitted.ok) return admitted;
+      entered = admitted.value;
     }
-    return this.#work.commit(true, () =>
+    const resumed = await this.#work.commit(true, () =>
       this.#state.storage.transactionSync(() => {
         const change = this.#state.resume(now());
         // Restored from the last completed checkpoint: the harness re-opens from that state.
@@ -198,6 +214,8 @@ export class SessionObject extends DurableObject<Env> {
         return change;
       }),
     );
+    if (entered) await this.#sync.settle();
+    return resumed;
   }
 
   async close(): Promise<Result<Status>> {

@@ -121,36 +121,9 @@ export class SessionState {
       }
       return this.interrupt(r, now);
     }
-    if (input.delivery === "steer") throw unsupported("delivery steer is not supported; use queue");
-    if (input.delivery !== undefined && input.delivery !== "queue") throw invalid(`delivery: must be "queue"`);
-    if (input.text === undefined) throw invalid("text: required for user.message");
-    if (byteLength(input.text) > limits.input_bytes) throw invalid(`text: longer than ${limits.input_bytes} bytes`);
-    const hash = input.key === undefined ? undefined : inputHash(input.text);
-    if (input.key !== undefined) {
-      const seen = this.#storage.sql
-        .exec<{ input_hash: string; event_seq: number }>("SELECT input_hash, event_seq FROM idem_keys WHERE key = ?", input.key)
-        .toArray()[0];
-      if (seen) {
-        if (seen.input_hash !== hash) throw conflict("idempotency key was already used with different input");
-        const original = this.log.at(seen.event_seq)!;
-        return { value: this.withCursor(r, original.seq, original.event), events: [] };
-      }
-    }
-    if (r.status === "interrupted" || r.status === "failed" || r.status === "closed") {
-      throw conflict(`session is ${r.status}${r.status === "closed" ? "" : "; resume it first"}`);
-    }
-    const waiting = this.#storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs WHERE state = 'queued'").one().n;
-    if (waiting >= limits.queue) throw overloaded(`the session queue is full (limits.queue ${limits.queue})`);
-    const data: Record<string, unknown> = { type: "user.message", text: input.text, delivery: "queue" };
-    if (input.key !== undefined) data.key = input.key;
-    // "Near the limit": the message, what it and every input before it that has not finished will
-    // add when it runs (the harness records each prompt in its native state: about its text again),
-    // plus one maximal record, so the turn it starts can still record its terminal events.
-    const unfinished = this.#storage.sql.exec<{ b: number }>("SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) AS b FROM inputs").one().b;
-    const need = byteLength(JSON.stringify(data)) + EVENT_ENVELOPE_BYTES + byteLength(input.text) + unfinished + MAX_RECORD_BYTES;
-    if (this.storedBytes() + need > limits.session_bytes) {
-      throw overloaded(`this message would bring the session's event log and native state near their limit (limits.session_bytes ${limits.session_bytes}); a shorter one may still fit`);
-    }
+    const repeated = this.checkMessage(input, limits);
+    if (repeated) return { value: repeated, events: [] };
+    const data = messageData(input);
     const logged = this.#storage.transactionSync(() => {
       const e = this.append({ type: "user.message", data }, now);
       this.#storage.sql.exec(
@@ -161,11 +134,49 @@ export class SessionState {
         now,
         traceparent ?? null,
       );
-      if (input.key !== undefined) this.#keepKey(input.key, hash!, e.seq);
+      if (input.key !== undefined) this.#keepKey(input.key, inputHash(input.text!), e.seq);
       this.set({ updated_at: now, version: this.require().version + 1 });
       return e;
     });
     return { value: this.withCursor(r, logged.seq, logged.event), events: [logged] };
+  }
+
+  /**
+   * What a `user.message` gets, without recording it: its original event for a repeated key, an
+   * error if the session refuses it now, undefined if it would be recorded. Read before the
+   * session is placed for it, so a repeat or a refusal never takes a runner-host's room.
+   */
+  checkMessage(input: Input, limits: Limits): Event | undefined {
+    const r = this.require();
+    if (input.delivery === "steer") throw unsupported("delivery steer is not supported; use queue");
+    if (input.delivery !== undefined && input.delivery !== "queue") throw invalid(`delivery: must be "queue"`);
+    if (input.text === undefined) throw invalid("text: required for user.message");
+    if (byteLength(input.text) > limits.input_bytes) throw invalid(`text: longer than ${limits.input_bytes} bytes`);
+    if (input.key !== undefined) {
+      const seen = this.#storage.sql
+        .exec<{ input_hash: string; event_seq: number }>("SELECT input_hash, event_seq FROM idem_keys WHERE key = ?", input.key)
+        .toArray()[0];
+      if (seen) {
+        if (seen.input_hash !== inputHash(input.text)) throw conflict("idempotency key was already used with different input");
+        const original = this.log.at(seen.event_seq)!;
+        return this.withCursor(r, original.seq, original.event);
+      }
+    }
+    if (r.status === "interrupted" || r.status === "failed" || r.status === "closed") {
+      throw conflict(`session is ${r.status}${r.status === "closed" ? "" : "; resume it first"}`);
+    }
+    const waiting = this.#storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs WHERE state = 'queued'").one().n;
+    if (waiting >= limits.queue) throw overloaded(`the session queue is full (limits.queue ${limits.queue})`);
+    // "Near the limit": the message, what it and every input before it that has not finished will
+    // add when it runs (the harness records each prompt in its native state: about its text again),
+    // plus one maximal record, so the turn it starts can still record its terminal events.
+    const data = messageData(input);
+    const unfinished = this.#storage.sql.exec<{ b: number }>("SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) AS b FROM inputs").one().b;
+    const need = byteLength(JSON.stringify(data)) + EVENT_ENVELOPE_BYTES + byteLength(input.text) + unfinished + MAX_RECORD_BYTES;
+    if (this.storedBytes() + need > limits.session_bytes) {
+      throw overloaded(`this message would bring the session's event log and native state near their limit (limits.session_bytes ${limits.session_bytes}); a shorter one may still fit`);
+    }
+    return undefined;
   }
 
   /**
@@ -326,4 +337,11 @@ export class SessionState {
 /** What a key's first use is compared with: the text and the delivery (only `queue` is accepted). */
 function inputHash(text: string): string {
   return createHash("sha256").update(JSON.stringify([text, "queue"])).digest("hex");
+}
+
+/** The `user.message` event's data, as recorded (and as measured against `limits.session_bytes`). */
+function messageData(input: Input): Record<string, unknown> {
+  const data: Record<string, unknown> = { type: "user.message", text: input.text, delivery: "queue" };
+  if (input.key !== undefined) data.key = input.key;
+  return data;
 }

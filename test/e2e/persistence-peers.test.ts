@@ -185,7 +185,8 @@ describe("persistence queue", () => {
       const body = { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } };
       expectApiError(await call(stack.url, "POST", "/sessions", { token: TOKEN, body }), 429, "overloaded");
       // The queued session itself keeps accepting writes: it is already counted.
-      expect((await call(stack.url, "POST", `/sessions/${a.id}/events`, { token: TOKEN, body: { type: "user.message", text: "hi" } })).status).toBe(202);
+      const first = await call(stack.url, "POST", `/sessions/${a.id}/events`, { token: TOKEN, body: { type: "user.message", text: "hi", key: "k-hi" } });
+      expect(first.status).toBe(202);
       await a.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle");
       expect((await call(stack.url, "POST", `/sessions/${a.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
       expect((await call(stack.url, "GET", "/health/ready")).status).toBe(200);
@@ -197,7 +198,10 @@ describe("persistence queue", () => {
       const before = await allEvents(stack.url, a.id);
       expectApiError(await call(stack.url, "POST", `/sessions/${a.id}/events`, message), 429, "overloaded");
       expect(await allEvents(stack.url, a.id)).toEqual(before);
-      // So are a restore and a resume of it: each is a change to upload.
+      // A repeated key is answered with its original event: it adds nothing to upload.
+      const again = await call(stack.url, "POST", `/sessions/${a.id}/events`, { token: TOKEN, body: { type: "user.message", text: "hi", key: "k-hi" } });
+      expect([again.status, again.body.id]).toEqual([202, first.body.id]);
+      // A restore and a resume of it are refused like the message: each is a change to upload.
       const checkpoint = (await call(stack.url, "GET", `/sessions/${a.id}`, { token: TOKEN })).body.checkpoint.id;
       expectApiError(await call(stack.url, "POST", `/sessions/${a.id}/restore`, { token: TOKEN, body: { checkpoint } }), 429, "overloaded");
       expect(await allEvents(stack.url, a.id)).toEqual(before);
@@ -215,6 +219,33 @@ describe("persistence queue", () => {
       expect((await call(stack.url, "POST", `/sessions/${c.body.id}/close`, { token: TOKEN, body: {} })).status).toBe(202);
       expect((await call(stack.url, "POST", `/sessions/${c.body.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
       expect((await call(stack.url, "POST", `/sessions/${a.id}/resume`, { token: TOKEN, body: {} })).status).toBe(200);
+    } finally {
+      await stack.stop();
+    }
+  });
+});
+
+describe("persistence queue, writes that record nothing", () => {
+  it("a repeated key or a refused message to a caught-up session holds no place in the queue: readiness stays 200 and new sessions are created", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "svc-queue-"));
+    const persistence = { provider: "filesystem", directory: path.join(dir, "store"), queue: 1, interval_seconds: 1 };
+    const stack = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
+    try {
+      const a = await createSession(stack.url);
+      const mark = stack.mark();
+      const first = await call(stack.url, "POST", `/sessions/${a.id}/events`, { token: TOKEN, body: { type: "user.message", text: "hi", key: "k1" } });
+      expect(first.status).toBe(202);
+      await a.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle");
+      // Caught up by its own upload round (a second after the message), which leaves no alarm.
+      await stack.waitForLog(/"msg":"sync round".*"done":true/, 10_000, mark);
+      expect((await call(stack.url, "GET", "/health/ready")).status).toBe(200);
+      const again = await call(stack.url, "POST", `/sessions/${a.id}/events`, { token: TOKEN, body: { type: "user.message", text: "hi", key: "k1" } });
+      expect([again.status, again.body.id]).toEqual([202, first.body.id]);
+      expectApiError(await call(stack.url, "POST", `/sessions/${a.id}/events`, { token: TOKEN, body: { type: "user.message", text: "other", key: "k1" } }), 409, "conflict");
+      expectApiError(await call(stack.url, "POST", `/sessions/${a.id}/events`, { token: TOKEN, body: { type: "user.message", text: "x", delivery: "steer" } }), 422, "unsupported");
+      expect((await call(stack.url, "GET", "/health/ready")).status).toBe(200);
+      expect((await call(stack.url, "POST", "/sessions", { token: TOKEN, body: { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } } })).status).toBe(201);
+      a.sse.close();
     } finally {
       await stack.stop();
     }

@@ -80,6 +80,15 @@ describe("placement", () => {
     ws.close();
   });
 
+  it("a message the session refuses takes no room: the next session's message is placed", async () => {
+    const ws = await connectRunner({ capacity: { loaded: 0, loaded_limit: 1, idle: 0 } });
+    const [a, b] = [await createSession(), await createSession()];
+    const steer = await api(`/sessions/${a.id}/events`, { method: "POST", body: JSON.stringify({ type: "user.message", text: "hi", delivery: "steer" }) });
+    expect(steer.status).toBe(422);
+    expect((await message(b.id)).status).toBe(202);
+    ws.close();
+  });
+
   // The runner-host's own status after an attach comes later than these sends: the pool's count
   // alone must hold the limit.
   for (const capacity of [
