@@ -48,7 +48,10 @@ export class RunnerMessages {
       log("warn", "invalid runner link message", { session_id: this.#p.state.row()?.id });
       return ws.close(1008, "invalid link message");
     }
-    if (this.#p.link.leaseOf(ws) !== this.#p.state.row()?.lease) return ws.close(LEASE_GONE_CLOSE_CODE, "lease is not current");
+    const row = this.#p.state.row();
+    // A link the object let go of (resume, restore, detach) keeps its lease number until the next
+    // placement; what its socket still delivers (a stopped turn's records, a tool call) is not kept.
+    if (this.#p.link.leaseOf(ws) !== row?.lease || row.link_state === "none") return ws.close(LEASE_GONE_CLOSE_CODE, "lease is not current");
     const m = parsed.data;
     switch (m.t) {
       case "hello":
@@ -125,8 +128,10 @@ export class RunnerMessages {
     if (done.gap) return ws.close(1008, "link sequence gap");
     if (last) this.#p.link.ackUp(ws, Math.min(last.seq, this.#p.state.require().up_seq));
     if (done.applied.length === 0) return;
-    for (const { m } of done.applied) {
-      if (m.t === "tool_call" && m.dispatched) await this.#p.calls.dispatch(m.call.id, m.call.name, m.call.arguments);
+    for (const { m, a } of done.applied) {
+      // Only a call recorded as its turn's `tool.call` goes out: one for a turn already stopped is
+      // dropped (`turns.ts`), and its executor must not run what the session never shows.
+      if (m.t === "tool_call" && m.dispatched && a.events.length > 0) await this.#p.calls.dispatch(m.call.id, m.call.name, m.call.arguments);
     }
     const applied = done.applied.map((x) => x.a);
     if (applied.some((a) => a.detached)) this.#p.state.storage.transactionSync(() => this.#p.link.release("runner-host detached"));

@@ -1,0 +1,70 @@
+/**
+ * docs/api.md "Turns": an interrupt takes effect at once, and anything the runner-host still
+ * reports for that turn is ignored; a resume goes back to the last completed checkpoint, so the
+ * model does not see the stopped turn. The test plays the runner-host (link-helpers.ts) and sends
+ * what a real one can still have in flight when the stop lands.
+ */
+import { runInDurableObject } from "cloudflare:test";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Event } from "../../src/shared/api-schema.ts";
+import type { SessionObject } from "../../src/session/session-object.ts";
+import { api, createBody, sendMessage, sessionStub } from "./helpers.ts";
+import { closeLinks, openedLink, runnerHost } from "./link-helpers.ts";
+
+afterEach(closeLinks);
+
+const post = (path: string, body: unknown = {}) => api(path, { method: "POST", body: JSON.stringify(body) });
+const events = async (id: string) => ((await (await api(`/sessions/${id}/events?limit=1000`)).json()) as { events: Event[] }).events;
+const count = (id: string, table: string) =>
+  runInDurableObject(sessionStub(id), (_, state) => state.storage.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`).one().n);
+
+async function placed(body = createBody()) {
+  const control = await runnerHost();
+  const res = await post("/sessions", body);
+  expect(res.status).toBe(201);
+  const s = (await res.json()) as { id: string };
+  const input = await sendMessage(s.id, "go");
+  const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
+  const l = await openedLink(s.id, attach.lease!);
+  l.send({ t: "ack", down: l.run.seq });
+  return { id: s.id, input, l };
+}
+
+describe("what a runner-host reports after the turn was stopped", () => {
+  it("a runtime tool call for a turn already interrupted is neither recorded nor handed to its executor", async () => {
+    const tools = [{ name: "job", description: "a job", input_schema: { type: "object" } }];
+    const reg = await post("/executors", { binding: "jobs", tools });
+    expect(reg.status).toBe(201);
+    const executor = ((await reg.json()) as { id: string }).id;
+    const { id, input, l } = await placed(createBody({ config: { model: "openai/gpt-test", tools: [], bindings: [{ alias: "jobs", executor }] } }));
+    expect((await post(`/sessions/${id}/events`, { type: "user.interrupt" })).status).toBe(202);
+    await l.box.next((m) => m.t === "interrupt", "the interrupt on the link");
+    // The model's call crossed the interrupt: the runner-host reports it as dispatched.
+    l.send({ t: "tool_call", seq: 2, turn: input.id, call: { id: "c".repeat(32), name: "job", arguments: {} }, dispatched: true });
+    await l.box.next((m) => m.t === "ack" && m.up === 2, "the ack of the late call");
+    expect(await count(id, "runtime_calls")).toBe(0);
+    expect((await events(id)).filter((e) => e.type === "tool.call" || e.type === "tool.result")).toEqual([]);
+  });
+
+  it("native records the released link still delivers after a resume are not kept: the next turn opens without the stopped prompt", async () => {
+    const { id, l } = await placed();
+    // The link socket as the object holds it, to deliver a message that was already on its way.
+    let held: WebSocket | undefined;
+    await runInDurableObject(sessionStub(id), (_, state) => {
+      held = state.getWebSockets().find((ws) => (ws.deserializeAttachment() as { lease?: number } | null)?.lease !== undefined);
+    });
+    expect(held).toBeDefined();
+    expect((await post(`/sessions/${id}/events`, { type: "user.interrupt" })).status).toBe(202);
+    await l.box.next((m) => m.t === "interrupt", "the interrupt on the link");
+    expect((await post(`/sessions/${id}/resume`)).status).toBe(200);
+    const before = await count(id, "native");
+    const delivered = await runInDurableObject(sessionStub(id), (obj: SessionObject) =>
+      obj.webSocketMessage(held!, JSON.stringify({ t: "native", seq: 2, records: [{ role: "user", text: "go" }] })).then(
+        () => "handled",
+        (e: unknown) => String(e),
+      ),
+    );
+    expect(await count(id, "native")).toBe(before);
+    expect(delivered).toBe("handled");
+  });
+});
