@@ -358,7 +358,11 @@ export class HarnessPool {
   #makeRoom(procs: PooledProcess[], tenant: string, grant: ProviderGrant, queued: Set<PoolSession>): PooledProcess | undefined {
     const matching = new Set(procs.filter((p) => p.state === "ready" && p.tenant === tenant && p.matches(grant)));
     if (this.#evictIdle(queued, (r) => matching.has(r.proc))) return [...matching].find((p) => p.load < this.#maxShared(p));
-    const idle = procs.find((p) => p.spare && p.usable) ?? procs.find((p) => p.state === "ready" && p.running === 0 && p.opening === 0);
+    // Not one a waiting request needs: a session just opened there waits for its turn, and
+    // stopping its process for another tenant's (whose process the same rule would then stop for
+    // it) started and stopped processes in a loop while neither turn ran.
+    const waitedOn = new Set([...this.#where].filter(([s]) => queued.has(s)).map(([, r]) => r.proc));
+    const idle = procs.find((p) => p.spare && p.usable) ?? procs.find((p) => p.state === "ready" && p.running === 0 && p.opening === 0 && !waitedOn.has(p));
     if (idle) this.#stopProcess(idle, "making room for another process of its harness");
     return undefined;
   }

@@ -17,6 +17,15 @@ import type { SessionRow } from "./record.ts";
  */
 export const LINK_GRACE_MS = 10_000;
 
+/**
+ * While a turn runs, how often the object wakes to look at its link, ms. When the service's own
+ * process stops (a local stack restart, a crash), the link ends with no `webSocketClose`, and no
+ * request may come to wake the object: its turn would show `running` for ever. The alarm does;
+ * the new instance finds no socket (`noticeLost`) and the grace runs. Long enough that most turns
+ * end before it (one alarm write per busy session per period at most).
+ */
+export const RUNNING_WATCH_MS = 30_000;
+
 /** `S`: the runner socket's type (a Workers WebSocket in the object). */
 export type LinkGraceParts<S> = {
   /** The session row (session-state.ts). */
@@ -27,6 +36,8 @@ export type LinkGraceParts<S> = {
   arm: (at: number) => Promise<void>;
   /** The runner-host is gone: the running turn fails, the lease is dropped (scheduler.ts). */
   lose: (message: string) => void;
+  /** Whether a turn runs (turns.ts). */
+  running: () => boolean;
 };
 
 export class LinkGrace<S> {
@@ -60,7 +71,15 @@ export class LinkGrace<S> {
     await this.#p.arm(Date.now() + LINK_GRACE_MS);
   }
 
-  /** At the alarm: a link still away past its grace loses the runner-host; within it, the alarm waits on. */
+  /** A turn started: the object wakes within RUNNING_WATCH_MS while it runs (see there). */
+  watch(): Promise<void> {
+    return this.#p.arm(Date.now() + RUNNING_WATCH_MS);
+  }
+
+  /**
+   * At the alarm: a link still away past its grace loses the runner-host; within it, the alarm
+   * waits on. A turn still running on a live link keeps the watch.
+   */
   async check(): Promise<void> {
     const row = this.#p.state.row();
     if (row?.link_lost_at && !this.#p.link.socket()) {
@@ -70,6 +89,8 @@ export class LinkGrace<S> {
       } else {
         await this.#p.arm(due);
       }
+    } else if (this.#p.running()) {
+      await this.watch();
     }
   }
 }

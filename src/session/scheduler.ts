@@ -29,6 +29,8 @@ export type SchedulerParts = {
   index: Pick<IndexPush, "push">;
   /** Persistence notes a change (SessionSync.changed): dirty, an upload alarm, the backlog. */
   changed: () => Promise<void>;
+  /** A turn started: the object's alarm watches its link while it runs (link-grace.ts). */
+  watch: () => Promise<void>;
   runtime: () => Promise<Runtime>;
 };
 
@@ -104,6 +106,7 @@ export class Scheduler {
     if (events.length > 0) {
       this.#p.publication.publish(events);
       await this.pushIndex();
+      await this.#p.watch();
     }
   }
 

@@ -90,10 +90,11 @@ export class SessionObject extends DurableObject<Env> {
     const publication = (this.#publication = new Publication({ state, subs: this.#subs, calls, env, keepAlive }));
     const index = new IndexPush({ state, arm, index: (tenant) => env.TENANTS.getByName(tenant) });
     const changed = () => this.#sync.changed();
-    const work = (this.#work = new Scheduler({ state, turns, link, placement, publication, index, changed, runtime }));
+    const watch = () => this.#grace.watch();
+    const work = (this.#work = new Scheduler({ state, turns, link, placement, publication, index, changed, watch, runtime }));
     const live = (events: Event[]) => this.#subs.publish(events);
     this.#runner = new RunnerMessages({ state, turns, link, calls, live, publication, work, runtime });
-    this.#grace = new LinkGrace({ state, link, arm, lose: (message) => work.loseRunner(message) });
+    this.#grace = new LinkGrace({ state, link, arm, lose: (message) => work.loseRunner(message), running: () => turns.running() !== undefined });
     void ctx.blockConcurrencyWhile(() => this.#grace.noticeLost());
   }
 

@@ -166,7 +166,12 @@ describe("svc runner-config", () => {
     expect(runner.runners).toEqual({ token_env: "RUNNER_SECRET" });
     const bad = await runSvc(["runner-config", "-config", file, "-region", "apac"], { env: {} });
     expect(bad.code).toBe(1);
-    expect(bad.stderr).toContain('-region: "apac" is not one of runners.regions');
+    expect(bad.stderr).toContain('-region: "apac" is not one of runners.regions (');
+    // With regions listed, leaving -region out is named as such (not as a region "default").
+    const none = await runSvc(["runner-config", "-config", file], { env: {} });
+    expect(none.code).toBe(1);
+    expect(none.stderr).toMatch(/-region: required, as the host configuration lists runners\.regions \([a-z, -]+\)/);
+    expect(none.stdout).toBe("");
   });
 
   it("without runners.regions, only the default region: another name would be refused by the service every time", async () => {

@@ -84,6 +84,25 @@ describe("runner-host capacity", () => {
     expect(JSON.stringify(last.body.messages)).toContain("b-marker");
   });
 
+  it("max_hosts: a process whose session waits for its turn is not stopped to make room; the turn runs while the other tenant's waits", async () => {
+    rig = await Rig.start({ harness: { max_shared: 1, max_hosts: 2 }, tenants: ["bravo"] });
+    const a1 = await rig.open("mh-a1");
+    await opened(a1);
+    const held = await heldTurn(rig, a1, "a1-marker");
+    // Two sessions of two tenants want the one process left, each with a turn on its way.
+    const [a2, b1] = await Promise.all([rig.open("mh-a2"), rig.open("mh-b1", { tenant: "bravo" })]);
+    const ta = rig.run(a2, "a2-marker");
+    const tb = rig.run(b1, "b1-marker");
+    const first = await Promise.race([turnEnd(a2, ta), turnEnd(b1, tb)]);
+    expect(first.status).toBe("completed");
+    // Before this, each process was stopped for the other tenant's before its turn was granted,
+    // and neither turn ran until A1's ended.
+    const stops = rig.logs.items.filter((l) => l.msg === "stopping harness process").length;
+    expect(stops).toBeLessThanOrEqual(1);
+    held.release();
+    expect((await Promise.all([turnEnd(a1, held.turn), turnEnd(a2, ta), turnEnd(b1, tb)])).map((e) => e.status)).toEqual(["completed", "completed", "completed"]);
+  });
+
   it("limits.active: a new session waits while the only slot runs a turn, then the idle one is detached to make room", async () => {
     rig = await Rig.start({ limits: { active: 1 } });
     const a = await rig.open("act-a");

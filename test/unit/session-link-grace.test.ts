@@ -1,10 +1,11 @@
 /**
  * The grace a lost runner link gets (src/session/link-grace.ts): a closed socket of the current
  * lease, or a new instance that finds no socket, starts it; the alarm at its end loses the
- * runner-host unless the link came back.
+ * runner-host unless the link came back. While a turn runs the alarm keeps watching (a restart of the
+ * service's process ends the link without a close, and the alarm is what wakes the new instance).
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { LINK_GRACE_MS, LinkGrace } from "../../src/session/link-grace.ts";
+import { LINK_GRACE_MS, LinkGrace, RUNNING_WATCH_MS } from "../../src/session/link-grace.ts";
 import type { SessionRow } from "../../src/session/record.ts";
 import { sessionRow } from "./session-row.ts";
 
@@ -20,6 +21,7 @@ function rig(patch: Partial<SessionRow> = {}) {
     socket: undefined as string | undefined,
     alarms: [] as number[],
     lost: [] as string[],
+    running: false,
     grace: undefined as unknown as LinkGrace<string>,
   };
   r.grace = new LinkGrace<string>({
@@ -27,6 +29,7 @@ function rig(patch: Partial<SessionRow> = {}) {
     link: { socket: () => r.socket, leaseOf: (ws) => r.leases[ws]! },
     arm: async (at) => void r.alarms.push(at),
     lose: (message) => void r.lost.push(message),
+    running: () => r.running,
   });
   return r;
 }
@@ -96,5 +99,16 @@ describe("a lost runner link's grace", () => {
     for (const r of [requested, lost, up]) await r.grace.noticeLost();
     expect([requested.row.link_lost_at, lost.row.link_lost_at, up.row.link_lost_at]).toEqual([null, T0 - 5_000, null]);
     expect([requested.alarms, lost.alarms, up.alarms]).toEqual([[], [], []]);
+  });
+
+  it(`while a turn runs on a live link the alarm watches again in RUNNING_WATCH_MS (${RUNNING_WATCH_MS} ms); with nothing running it is not re-armed`, async () => {
+    const r = rig();
+    r.socket = "current";
+    r.running = true;
+    await r.grace.watch();
+    await r.grace.check();
+    r.running = false;
+    await r.grace.check();
+    expect([r.alarms, r.lost]).toEqual([[T0 + RUNNING_WATCH_MS, T0 + RUNNING_WATCH_MS], []]);
   });
 });

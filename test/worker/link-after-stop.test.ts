@@ -2,11 +2,13 @@
  * docs/api.md "Turns": an interrupt takes effect at once, and anything the runner-host still
  * reports for that turn is ignored; a resume goes back to the last completed checkpoint, so the
  * model does not see the stopped turn. The test plays the runner-host (link-helpers.ts) and sends
- * what a real one can still have in flight when the stop lands.
+ * what a real one can still have in flight when the stop lands. And while a turn runs, the object
+ * wakes on its own to look at its link (a restart of the service's process ends it silently).
  */
-import { runInDurableObject } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Event } from "../../src/shared/api-schema.ts";
+import { RUNNING_WATCH_MS } from "../../src/session/link-grace.ts";
 import type { SessionObject } from "../../src/session/session-object.ts";
 import { api, createBody, sendMessage, sessionStub } from "./helpers.ts";
 import { closeLinks, openedLink, runnerHost } from "./link-helpers.ts";
@@ -66,5 +68,22 @@ describe("what a runner-host reports after the turn was stopped", () => {
     );
     expect(await count(id, "native")).toBe(before);
     expect(delivered).toBe("handled");
+  });
+});
+
+describe("while a turn runs", () => {
+  it(`the object's alarm is due within RUNNING_WATCH_MS (${RUNNING_WATCH_MS} ms), and runs on while the turn does; after the turn, it is not re-armed`, async () => {
+    const { id, input, l } = await placed();
+    const stub = sessionStub(id);
+    const alarm = () => runInDurableObject(stub, (_, state) => state.storage.getAlarm());
+    const first = await alarm();
+    expect(first).not.toBeNull();
+    expect(first! - Date.now()).toBeLessThanOrEqual(RUNNING_WATCH_MS);
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await alarm()).not.toBeNull();
+    l.send({ t: "turn_end", seq: 2, turn: input.id, status: "completed" });
+    await l.box.next((m) => m.t === "ack" && m.up === 2, "the ack of the turn's end");
+    await runDurableObjectAlarm(stub);
+    expect(await alarm()).toBeNull();
   });
 });

@@ -12,6 +12,8 @@ import { parseFlags } from "./flags.ts";
 export const RUNNER_CONFIG_USAGE = `usage: svc runner-config -config <host configuration> [-region <name>]
 
   Prints the runner configuration for \`svc runner\`, taken from the host configuration.
+  -region is required when the host configuration lists runners.regions (one of them); without
+  runners.regions the one region is "default".
 `;
 
 export async function runnerConfigMain(argv: readonly string[]): Promise<number> {
@@ -31,8 +33,10 @@ export async function runnerConfigMain(argv: readonly string[]): Promise<number>
   if (read.ok && !read.config.runners) problems.push("runners: required (the secret runner-hosts dial in with)");
   if (!regionName.safeParse(region).success) problems.push("-region: must be 1 to 32 lowercase letters, digits or dashes");
   const regions = read.ok ? Object.keys(read.config.runners?.regions ?? {}) : [];
-  if (read.ok && regions.length > 0 && !regions.includes(region)) {
-    problems.push(`-region: "${region}" is not one of runners.regions`);
+  if (read.ok && regions.length > 0 && parsed.flags.region === undefined) {
+    problems.push(`-region: required, as the host configuration lists runners.regions (${regions.join(", ")})`);
+  } else if (read.ok && regions.length > 0 && !regions.includes(region)) {
+    problems.push(`-region: "${region}" is not one of runners.regions (${regions.join(", ")})`);
   } else if (read.ok && regions.length === 0 && region !== "default") {
     // The service would refuse such a runner-host every time (409: region not configured).
     problems.push(`-region: "${region}" is not configured (the host configuration has no runners.regions; its one region is "default")`);
