@@ -86,9 +86,16 @@ export async function openSessionStream(
   let replaying = 0;
   let asked = true;
   const askMore = (more: boolean) => {
-    if (!more || done || asked || replaying >= REPLAY_AHEAD) return;
+    // Draining: the object has sent its last batch and `end` and closed the socket (a closed
+    // session's replay), so there is no more to ask for — and a send on it would throw inside a
+    // write's callback, and the batches still queued would never be written.
+    if (!more || done || draining || asked || replaying >= REPLAY_AHEAD) return;
     asked = true;
-    ws.send(MORE);
+    try {
+      ws.send(MORE);
+    } catch {
+      finish(); // the object's side is already gone: nothing more can come from it
+    }
   };
 
   const stop = () => {

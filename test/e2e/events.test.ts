@@ -318,6 +318,23 @@ describe("SSE mode", () => {
     expect(replay.frames.map((f) => f.event)).toEqual(["user.message", "session.error", "session.status"]);
   });
 
+  it("a closed session whose log takes several replay batches replays every event and ends (large events, and more than 100)", async () => {
+    for (const [n, size] of [
+      [30, 60_000],
+      [60, 10],
+    ] as const) {
+      const id = await newSession();
+      for (let i = 0; i < n; i++) expect((await send(id, { type: "user.message", text: `${i}:${"r".repeat(size)}` })).status).toBe(202);
+      expect((await call(stack.url, "POST", `/sessions/${id}/close`, { token: env.MANAGE })).status).toBe(202);
+      const all = await allEvents(id);
+      const replay = await openSse(sseUrl(id), { token: env.READ });
+      const stalled = new Promise<string>((resolve) => setTimeout(() => resolve(`stalled after ${replay.frames.length} of ${all.length} events`), 20_000).unref());
+      expect(await Promise.race([replay.ended.then(() => "ended"), stalled])).toBe("ended");
+      expect(replay.frames.map((f) => f.json.id)).toEqual(all.map((e) => e.id));
+      replay.close();
+    }
+  });
+
   it("a slow reader is cut off without affecting the session or a fast subscriber, and resumes from its last cursor", async () => {
     const id = await newSession();
     const fast = await openSse(sseUrl(id), { token: env.READ });
