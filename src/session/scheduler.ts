@@ -146,8 +146,15 @@ export class Scheduler {
     const row = this.#p.state.require();
     const { config } = await this.#p.runtime();
     const lease = this.#p.state.storage.transactionSync(() => this.#p.link.newLease());
-    if (await this.#p.placement.claim(sessionObjectName(row.tenant, row.id), lease, row.harness, config)) return true;
-    this.#p.state.storage.transactionSync(() => this.#p.link.release("no runner-host has room"));
+    let placed = false;
+    try {
+      placed = await this.#p.placement.claim(sessionObjectName(row.tenant, row.id), lease, row.harness, config);
+    } finally {
+      // Refused, or the pool could not be asked: the session is not being placed (a lease left
+      // `requested` with no pool holding it would never be placed again).
+      if (!placed) this.#p.state.storage.transactionSync(() => this.#p.link.release("no runner-host has room"));
+    }
+    if (placed) return true;
     // A message committed meanwhile (it found the session being placed) still needs a placement.
     await this.schedule();
     return false;
