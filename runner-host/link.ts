@@ -16,7 +16,7 @@
  *   refused with 404/409/410) means the lease is gone; so does being unreachable for `giveUpMs`.
  */
 import WebSocket from "ws";
-import { LEASE_GONE_CLOSE_CODE, LINK_PATH, LinkDownSchema, MAX_BATCH, type LinkDown, type LinkUp, type NumberedUp } from "../src/shared/runner-protocol.ts";
+import { LEASE_GONE_CLOSE_CODE, LINK_PATH, LinkDownSchema, MAX_BATCH, SILENT_AFTER_MS, type LinkDown, type LinkUp, type NumberedUp } from "../src/shared/runner-protocol.ts";
 import type { Logger } from "./log.ts";
 import { Backoff, dial, isPong, keepAlive, parseJson } from "./socket.ts";
 
@@ -217,7 +217,11 @@ export class SessionLink {
     const { session, lease, runnerId } = this.#o;
     const ws = dial(this.#o.baseUrl, LINK_PATH, this.#o.secret, { session, lease: String(lease), runner: runnerId });
     this.#ws = ws;
-    const stopKeepAlive = keepAlive(ws);
+    // Silent past SILENT_AFTER_MS (a partition that left the connection open): the object has been
+    // unreachable longer than the give-up already, and the service has failed the turn by now
+    // (its pool drops a runner-host silent that long), so the turn stops here too instead of
+    // running on, calling its provider and tools, through another give-up period.
+    const stopKeepAlive = keepAlive(ws, () => this.#lost(`the session object was silent for ${SILENT_AFTER_MS / 1000} s`));
     ws.on("open", () => {
       this.#backoff.reset();
       clearTimeout(this.#giveUp);

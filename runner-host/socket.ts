@@ -97,17 +97,21 @@ export class Backoff {
 }
 
 /**
- * Pings every `PING_MS` and terminates the socket when nothing arrived for `SILENT_AFTER_MS`.
- * Returns a function that stops it (call it on close). Pongs are swallowed by the caller.
+ * Pings every `PING_MS` and terminates the socket when nothing arrived for `SILENT_AFTER_MS`
+ * (`onSilent` first: the peer has been away that long already). Returns a function that stops it
+ * (call it on close). Pongs are swallowed by the caller. `timing`: for tests.
  */
-export function keepAlive(ws: WebSocket): () => void {
+export function keepAlive(ws: WebSocket, onSilent?: () => void, timing = { pingMs: PING_MS, silentMs: SILENT_AFTER_MS }): () => void {
   let lastSeen = Date.now();
   const seen = () => (lastSeen = Date.now());
   ws.on("message", seen);
   const timer = setInterval(() => {
-    if (Date.now() - lastSeen > SILENT_AFTER_MS) return ws.terminate();
+    if (Date.now() - lastSeen > timing.silentMs) {
+      onSilent?.();
+      return ws.terminate();
+    }
     if (ws.readyState === WebSocket.OPEN) ws.send(PING);
-  }, PING_MS);
+  }, timing.pingMs);
   timer.unref();
   return () => {
     clearInterval(timer);
