@@ -8,13 +8,13 @@
  * about three round trips more than the native HTTP wire. Pooling sessions per (url, credential)
  * is the upgrade when MCP tools get hot.
  */
-import { unkeptValues } from "../../src/shared/json-values.ts";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError, type CallToolResult, type ContentBlock, type Progress } from "@modelcontextprotocol/sdk/types.js";
 import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/cfworker";
 import { bounded, foreign } from "../error-text.ts";
 import { callHeaders } from "./http-tool.ts";
+import { watchedFetch, type Broken } from "./mcp-fetch.ts";
 import { validateInput } from "./json-schema.ts";
 import { CallBudget, checkOutput, errorResult, label, neverSent, stoppedResult } from "./outcome.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
@@ -28,14 +28,6 @@ const SCHEMA_VALIDATOR = new CfWorkerJsonSchemaValidator();
 
 /** Time allowed for the closing DELETE before the transport is torn down anyway, ms. */
 const CLOSE_GRACE_MS = 2_000;
-
-/**
- * After the `tools/call` response body has ended, how long the SDK gets to hand over the result it
- * held, ms: it parses what it read within a few turns of the event loop. A body that ended without
- * the result (an SSE stream closed early, undecodable JSON, a response to another request id) would
- * otherwise leave the call waiting for its whole timeout.
- */
-const RESULT_AFTER_END_MS = 100;
 
 /** JSON-RPC errors by which a server refuses a request without running it (like an HTTP 4xx). */
 const REFUSED: ReadonlySet<number> = new Set([ErrorCode.ParseError, ErrorCode.InvalidRequest, ErrorCode.MethodNotFound, ErrorCode.InvalidParams]);
@@ -61,12 +53,13 @@ export async function callMcpTool(tool: HostTool, req: ToolCallRequest, ctx: Too
   if (ctx.signal.aborted) return errorResult(`${label(tool)} call was interrupted before it was sent`, false);
 
   const budget = new CallBudget(tool.timeout_seconds, ctx.signal);
+  const broken: Broken = {};
   const transport = new StreamableHTTPClientTransport(new URL(tool.url), {
     // A 3xx is the server's answer: following it would send the request again (calls are never
     // retried). `manual` reaches fetch unchanged for the message POSTs and the DELETE; the SDK's
     // default would follow a same-origin redirect itself, sending `tools/call` again.
     requestInit: { headers: Object.fromEntries(headers), redirect: "manual" },
-    fetch: watchedFetch(tool, budget),
+    fetch: watchedFetch(tool, budget, broken),
   });
   const client = new Client(CLIENT_INFO, { jsonSchemaValidator: SCHEMA_VALIDATOR });
   // The SDK's own timer would default to 60 s; the budget enforces timeout_seconds over the whole call.
@@ -76,6 +69,7 @@ export async function callMcpTool(tool: HostTool, req: ToolCallRequest, ctx: Too
     try {
       await client.connect(transport, { signal: connecting.signal, timeout });
     } catch {
+      if (budget.stopped === "invalid") return errorResult(`${label(tool)} MCP server ${broken.why}`, false);
       if (budget.stopped === "timeout") return errorResult(`${label(tool)} timed out before the call was sent`, false);
       if (budget.stopped) return errorResult(`${label(tool)} call was interrupted before it was sent`, false);
       return errorResult(`${label(tool)} could not connect to its MCP server`, false);
@@ -90,12 +84,10 @@ export async function callMcpTool(tool: HostTool, req: ToolCallRequest, ctx: Too
         onprogress: (p) => ctx.onProgress(progressData(p)),
       })) as CallToolResult;
     } catch (err) {
+      if (budget.stopped === "invalid") return errorResult(`${label(tool)} MCP server ${broken.why}`, true);
       if (budget.stopped) return stoppedResult(tool, budget.stopped);
       return callFailure(tool, err, callSecrets(tool, ctx, env));
     }
-    // As for an HTTP tool's answer: text no UTF-8 file can hold is not recorded as if it were.
-    const [unkept] = unkeptValues(raw);
-    if (unkept) return errorResult(`${label(tool)} MCP server returned a result that cannot be recorded as sent (${unkept})`, true);
     const result = toResult(raw);
     const image = imageProblem(result);
     if (image) return errorResult(`${label(tool)} MCP server returned an invalid result: ${image}`, true);
@@ -114,68 +106,6 @@ function linked(parent: AbortSignal): { signal: AbortSignal; unlink(): void } {
   parent.addEventListener("abort", follow, { once: true });
   if (parent.aborted) follow();
   return { signal: child.signal, unlink: () => parent.removeEventListener("abort", follow) };
-}
-
-/**
- * Global fetch for one call's client (redirects are left unfollowed by the transport's `requestInit`);
- * every byte of every response
- * body but the initialize answer counts against `max_output_bytes` (progress notifications
- * included, on the `tools/call` stream or the standalone GET stream, as on the HTTP wire); the
- * `tools/call` body failing mid-read stops the call as dropped, and ending without the result
- * stops it as such — unless it was an event stream whose events carried ids: MCP lets a server end
- * such a stream and the client resume it (GET with `Last-Event-ID`), which the SDK does, within the
- * call's timeout. Without this the SDK would leave the request pending until the timeout.
- */
-function watchedFetch(tool: HostTool, budget: CallBudget): typeof fetch {
-  let bytes = 0;
-  return async (input, init) => {
-    const res = await fetch(input, init);
-    const method = rpcMethod(init);
-    if (!res.body || method === "initialize") return res;
-    const call = method === "tools/call";
-    const sse = res.headers.get("content-type")?.startsWith("text/event-stream") === true;
-    let resumable = false;
-    let tail = "";
-    const decoder = new TextDecoder();
-    const reader = res.body.getReader();
-    const body = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        let chunk;
-        try {
-          chunk = await reader.read();
-        } catch (err) {
-          if (call) budget.stop("dropped");
-          controller.error(err);
-          return;
-        }
-        if (chunk.done) {
-          if (call && !resumable) setTimeout(() => budget.stop("no_result"), RESULT_AFTER_END_MS).unref?.();
-          return controller.close();
-        }
-        if (call && sse && !resumable) {
-          const text = tail + decoder.decode(chunk.value, { stream: true });
-          resumable = /(^|\n)id:/.test(text);
-          tail = text.slice(-4);
-        }
-        bytes += chunk.value.byteLength;
-        if (bytes > tool.max_output_bytes) budget.stop("oversize");
-        controller.enqueue(chunk.value);
-      },
-      cancel: (reason) => reader.cancel(reason),
-    });
-    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
-  };
-}
-
-/** The JSON-RPC method a POST carries (undefined for a GET, a DELETE or a batch). */
-function rpcMethod(init: RequestInit | undefined): string | undefined {
-  if (init?.method !== "POST" || typeof init.body !== "string") return undefined;
-  try {
-    const method = (JSON.parse(init.body) as { method?: unknown }).method;
-    return typeof method === "string" ? method : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 /** Ends the server's session (a stateful server keeps one per client otherwise), then the transport. */

@@ -68,7 +68,8 @@ export function checkOutput(tool: HostTool, result: ToolResult): ToolResult {
 }
 
 /** Why a call stopped early; the AbortSignal reason, so a rejected read can be told apart. */
-export type StopReason = "timeout" | "interrupted" | "oversize" | "dropped" | "no_result";
+/** `invalid`: an MCP server's answer broke the rules every tool answer follows (mcp-fetch.ts). */
+export type StopReason = "timeout" | "interrupted" | "oversize" | "dropped" | "no_result" | "invalid";
 
 /**
  * One call's budget: `timeout_seconds` over the whole call (connect, request and the full

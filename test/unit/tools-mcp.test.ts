@@ -8,6 +8,8 @@ import net from "node:net";
 import { freePort, startEverything, type Everything } from "../helpers/mcp-everything.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { executeHostTool } from "../../runner-host/tools/dispatch.ts";
+import { watchedFetch } from "../../runner-host/tools/mcp-fetch.ts";
+import { CallBudget } from "../../runner-host/tools/outcome.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import type { ToolResult } from "../../src/shared/result-schema.ts";
 import type { ToolCallContext } from "../../runner-host/tools/types.ts";
@@ -138,14 +140,16 @@ describe("server-everything", () => {
 });
 
 describe("raw MCP peer", () => {
-  type Seen = { method: string; headers: http.IncomingHttpHeaders; rpc?: string };
+  type Seen = { method: string; path: string; headers: http.IncomingHttpHeaders; rpc?: string };
   const seen: Seen[] = [];
   let peer: http.Server;
   let url = "";
   let onCall: (res: http.ServerResponse, id: unknown) => void = () => {};
   let onDelete = () => {};
-  /** The standalone GET stream; refused unless a test scripts it. */
-  let onGet: (res: http.ServerResponse) => void = (res) => void res.writeHead(405).end();
+  /** The standalone GET stream (and resumes, with `last-event-id`); refused unless a test scripts it. */
+  let onGet: (res: http.ServerResponse, headers: http.IncomingHttpHeaders) => void = (res) => void res.writeHead(405).end();
+  /** Bytes of `instructions` the initialize answer carries. */
+  let initPad = 0;
 
   beforeAll(async () => {
     // Stateless and JSON-only except tools/call, whose SSE answer each test scripts.
@@ -154,12 +158,17 @@ describe("raw MCP peer", () => {
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", () => {
         const msg = chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined;
-        seen.push({ method: req.method!, headers: req.headers, rpc: msg?.method });
+        seen.push({ method: req.method!, path: req.url!, headers: req.headers, rpc: msg?.method });
         if (req.method === "DELETE") onDelete();
-        if (req.method === "GET") return onGet(res);
+        if (req.method === "GET") return onGet(res, req.headers);
         if (req.method !== "POST") return void res.writeHead(405).end();
         if (msg.method === "initialize") {
-          const result = { protocolVersion: msg.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "peer", version: "1" } };
+          const result = {
+            protocolVersion: msg.params.protocolVersion,
+            capabilities: { tools: {} },
+            serverInfo: { name: "peer", version: "1" },
+            ...(initPad > 0 ? { instructions: "i".repeat(initPad) } : {}),
+          };
           return void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id: msg.id, result }));
         }
         if (msg.method === "tools/call") return onCall(res, msg.id);
@@ -199,6 +208,52 @@ describe("raw MCP peer", () => {
     seen.length = 0;
     expectError(await call(mcpTool("x", { url, token_env: "MCP_TOKEN" }), {}).result, false, /is missing its credential/);
     expect(seen).toHaveLength(0);
+  });
+
+  it("an answer that is not UTF-8, or gives a member twice, is not recorded as sent: an error with unknown_outcome (JSON and event stream)", async () => {
+    const head = (id: unknown) => `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"content":[{"type":"text","text":`;
+    onCall = (res, id) => res.writeHead(200, { "content-type": "application/json" }).end(Buffer.concat([Buffer.from(`${head(id)}"bad `), Buffer.from([0xff, 0xfe]), Buffer.from(` end"}]}}`)]));
+    expectError(await call(mcpTool("x", { url }), {}).result, true, /MCP server sent a response that is not UTF-8$/);
+    onCall = (res, id) => res.writeHead(200, { "content-type": "application/json" }).end(`${head(id)}"first","text":"second"}]}}`);
+    expectError(await call(mcpTool("x", { url }), {}).result, true, /MCP server sent JSON that gives result\.content\[0\]\.text more than once$/);
+    onCall = (res, id) => res.writeHead(200, { "content-type": "text/event-stream" }).end(`event: message\ndata: ${head(id)}"first","text":"second"}]}}\n\n`);
+    expectError(await call(mcpTool("x", { url }), {}).result, true, /MCP server sent JSON that gives result\.content\[0\]\.text more than once$/);
+  });
+
+  it("an initialize answer over its bound (1 MiB, outside max_output_bytes) fails the call before it is sent", async () => {
+    initPad = 1024 * 1024 + 1;
+    try {
+      expectError(await call(mcpTool("x", { url }), {}).result, false, /MCP server sent an initialize answer over 1048576 bytes$/);
+    } finally {
+      initPad = 0;
+    }
+  });
+
+  it("a resume of the call's event stream that the server refuses ends the call at once, not at its timeout", async () => {
+    onCall = (res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(`id: e0\nevent: message\ndata: ${JSON.stringify({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: 1, progress: 1 } })}\n\n`);
+    };
+    onGet = (res, headers) => void res.writeHead(headers["last-event-id"] ? 404 : 405).end();
+    try {
+      expectError(await call(mcpTool("x", { url, timeout_seconds: 60 }), {}).result, true, /response ended without its result$/);
+    } finally {
+      onGet = (res) => void res.writeHead(405).end();
+    }
+  });
+
+  it("a redirect is not followed: its answer reaches the SDK without Location (its GET streams would follow a same-origin one)", async () => {
+    onGet = (res) => void res.writeHead(307, { location: "/elsewhere" }).end();
+    seen.length = 0;
+    const budget = new CallBudget(10, new AbortController().signal);
+    try {
+      const res = await watchedFetch(mcpTool("x", { url }), budget, {})(url, { method: "GET", headers: { accept: "text/event-stream" } });
+      expect([res.status, res.headers.get("location")]).toEqual([307, null]);
+      expect(seen.map((s) => s.path)).toEqual(["/mcp"]);
+    } finally {
+      budget.dispose();
+      onGet = (res) => void res.writeHead(405).end();
+    }
   });
 
   it("a drop in the middle of tools/call is reported at once with unknown_outcome", async () => {
@@ -280,7 +335,7 @@ describe("raw MCP peer", () => {
       const body = `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"content":[{"type":"text","text":"a\\ud800b"}]}}`;
       res.writeHead(200, { "content-type": "application/json" }).end(body);
     };
-    expectError(await call(mcpTool("x", { url }), {}).result, true, /returned a result that cannot be recorded as sent \(content\[0\]\.text: text is not valid Unicode/);
+    expectError(await call(mcpTool("x", { url }), {}).result, true, /MCP server sent JSON that cannot be recorded as sent \(result\.content\[0\]\.text: text is not valid Unicode/);
   });
 
   it("a 5xx on tools/call has unknown_outcome; a 4xx does not", async () => {
