@@ -18,7 +18,7 @@ export async function takeStreamSlot(c: AppContext, tenant: string): Promise<Slo
   if (openStreams.closing || isShuttingDown()) throw overloaded("the service is shutting down");
   // limits.subscribers counts streams across the deployment; this isolate holds slots in blocks.
   const slots = isolateSlots(c.env);
-  if (!(await slots.acquire(tenant))) throw overloaded("too many SSE streams are open");
+  if (!(await slots.acquire(tenant))) throw overloaded("too many SSE streams are open: limits.subscribers across the deployment, or this tenant's share of it when several tenants are configured");
   let ended = false;
   return {
     tick: () => background(c, slots.tick()),

@@ -53,6 +53,7 @@ describe("limits.subscribers (8) across the deployment, two tenants (share: 6 ea
     expect(aFull.status).toBe(429);
     expect(aFull.headers.get("retry-after")).toBe("1");
     expect(aFull.body.error.code).toBe("overloaded");
+    expect(aFull.body.error.message).toMatch(/limits\.subscribers .*this tenant's share of it/);
     // Tenant b still gets the two left; then the deployment is full for everyone.
     for (let i = 0; i < 2; i++) await openOn(env.B);
     const bFull = await stream(await newSession(env.B), env.B);
