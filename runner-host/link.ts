@@ -24,7 +24,7 @@ import { Backoff, dial, isPong, keepAlive, parseJson } from "./socket.ts";
 const LEASE_GONE_STATUSES = new Set([404, 409, 410]);
 /**
  * How long a link may stay unreachable before the lease is given up, ms. A reachable object that
- * gave up first (it fails the turn 10 s after losing its link) answers a redial with 4409 at once;
+ * gave up first (it fails the turn 10 s after losing its link) refuses a redial with 409 at once;
  * this bound is for when nothing answers at all (a partition), so a blind turn stops burning
  * provider tokens.
  */

@@ -53,19 +53,22 @@ export class RunnerLink {
       .find((ws) => ws.readyState === WebSocket.OPEN && this.leaseOf(ws) === lease);
   }
 
-  /** Accepts a runner socket; one with a stale lease is accepted and closed at once, with a code. */
+  /**
+   * Accepts a runner socket. One with a stale lease is refused before any socket (`409`, which the
+   * runner-host takes as the lease gone, at once): a socket accepted and closed with a code reached
+   * it at once, but its close event only when the runtime ended the connection ~10 s later, and the
+   * session held its runner-host's `limits.loaded` slot until then (a session closed as it was
+   * placed, say).
+   */
   accept(lease: number): Response {
+    const row = this.#s.row();
+    if (!row || row.lease !== lease || row.link_state === "none") return new Response("lease is not current", { status: 409 });
     const pair = new WebSocketPair();
     const server = pair[1];
     this.#ctx.acceptWebSocket(server, [TAG]);
     server.serializeAttachment({ lease });
-    const row = this.#s.row();
-    if (!row || row.lease !== lease || row.link_state === "none") {
-      server.close(LEASE_GONE_CLOSE_CODE, "lease is not current");
-    } else {
-      for (const old of this.#ctx.getWebSockets(TAG)) if (old !== server) old.close(1000, "replaced");
-      server.send(JSON.stringify({ t: "ack", up: row.up_seq } satisfies LinkDown));
-    }
+    for (const old of this.#ctx.getWebSockets(TAG)) if (old !== server) old.close(1000, "replaced");
+    server.send(JSON.stringify({ t: "ack", up: row.up_seq } satisfies LinkDown));
     return new Response(null, { status: 101, webSocket: pair[0] });
   }
 

@@ -110,6 +110,19 @@ export class Scheduler {
     }
   }
 
+  /**
+   * After an interrupt: a session whose link never opened (its open waits on its runner-host, or
+   * it waits to be placed) has nothing left to run there, and lets it go, so it holds no
+   * `limits.loaded` slot until its open would have come (a resume lets it go in any case).
+   */
+  async letGoUnopened(): Promise<void> {
+    const row = this.#p.state.row();
+    if (!row || (row.link_state !== "requested" && row.link_state !== "opening") || this.#p.turns.running() || this.#p.turns.hasQueued()) return;
+    const waiting = row.link_state === "requested";
+    this.#p.state.storage.transactionSync(() => this.#p.link.release("nothing left to run"));
+    if (waiting) await this.withdraw();
+  }
+
   /** The runner-host is gone: a running turn fails, the lease is dropped. */
   loseRunner(message: string): void {
     const events = this.#p.state.storage.transactionSync(() => {

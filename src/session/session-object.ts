@@ -193,6 +193,7 @@ export class SessionObject extends DurableObject<Env> {
       return change;
     });
     if (entered) await this.#sync.settle();
+    if (input.type === "user.interrupt" && sent.ok) await this.#work.letGoUnopened();
     return sent;
   }
 

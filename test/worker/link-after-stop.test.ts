@@ -11,7 +11,7 @@ import type { Event } from "../../src/shared/api-schema.ts";
 import { RUNNING_WATCH_MS } from "../../src/session/link-grace.ts";
 import type { SessionObject } from "../../src/session/session-object.ts";
 import { api, createBody, sendMessage, sessionStub } from "./helpers.ts";
-import { closeLinks, openedLink, runnerHost } from "./link-helpers.ts";
+import { closeLinks, link, openedLink, runnerHost } from "./link-helpers.ts";
 
 afterEach(closeLinks);
 
@@ -85,5 +85,32 @@ describe("while a turn runs", () => {
     await l.box.next((m) => m.t === "ack" && m.up === 2, "the ack of the turn's end");
     await runDurableObjectAlarm(stub);
     expect(await alarm()).toBeNull();
+  });
+});
+
+describe("a link the object no longer needs", () => {
+  it("a runner-host dialling a lease that is not current is refused with 409 before any socket (it takes that as the lease gone at once)", async () => {
+    const control = await runnerHost();
+    const res = await post("/sessions", createBody());
+    const s = (await res.json()) as { id: string };
+    await sendMessage(s.id, "go");
+    const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
+    expect((await post(`/sessions/${s.id}/close`)).status).toBe(202);
+    const dialled = await sessionStub(s.id).fetch(`https://session/link?lease=${attach.lease}`, { headers: { Upgrade: "websocket" } });
+    expect([dialled.status, dialled.webSocket]).toEqual([409, null]);
+  });
+
+  it("an interrupt of a session whose open still waits on its runner-host lets the link go (detach), so it holds no limits.loaded slot", async () => {
+    const control = await runnerHost();
+    const res = await post("/sessions", createBody());
+    const s = (await res.json()) as { id: string };
+    await sendMessage(s.id, "go");
+    const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
+    const l = await link(s.id, attach.lease!);
+    await l.box.next((m) => m.t === "ack", "the object's ack on accept");
+    l.send({ t: "hello", down: 0 });
+    await l.box.next((m) => m.t === "open", "open"); // the runner-host's open of the harness waits for room
+    expect((await post(`/sessions/${s.id}/events`, { type: "user.interrupt" })).status).toBe(202);
+    expect(await l.box.next((m) => m.t === "detach", "the detach")).toMatchObject({ t: "detach", reason: "nothing left to run" });
   });
 });
