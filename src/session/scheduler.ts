@@ -37,6 +37,8 @@ export type SchedulerParts = {
 export class Scheduler {
   /** The narrow parts it works with (one field: they are all the object's, wired once). */
   readonly #p: SchedulerParts;
+  /** The placement a message is waiting for (`placeForMessage`); messages meanwhile share its answer. */
+  #claim: Promise<boolean> | undefined;
 
   constructor(parts: SchedulerParts) {
     this.#p = parts;
@@ -145,6 +147,7 @@ export class Scheduler {
 
   /** An idle session on no runner-host: a message to it needs it placed (`placeForMessage`). */
   needsPlacement(): boolean {
+    if (this.#claim) return true;
     const row = this.#p.state.row();
     return !!row && row.status === "idle" && row.link_state === "none" && !this.#p.turns.running();
   }
@@ -155,7 +158,14 @@ export class Scheduler {
    * runner-host can take it the message is refused with nothing recorded, and an accepted one
    * never waits for room a check saw. False: refuse it (`429`).
    */
-  async placeForMessage(): Promise<boolean> {
+  placeForMessage(): Promise<boolean> {
+    // Messages sent together to an unplaced session get one answer: all placed, or all refused
+    // (before, one sent while the first one's placement was asked was accepted, and waited).
+    this.#claim ??= this.#placeForMessage().finally(() => (this.#claim = undefined));
+    return this.#claim;
+  }
+
+  async #placeForMessage(): Promise<boolean> {
     const row = this.#p.state.require();
     const { config } = await this.#p.runtime();
     const lease = this.#p.state.storage.transactionSync(() => this.#p.link.newLease());

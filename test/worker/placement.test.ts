@@ -89,6 +89,28 @@ describe("placement", () => {
     ws.close();
   });
 
+  it("messages sent together to one unplaced session share its placement's answer: all 429 when no room, all accepted (one attach) when there is", async () => {
+    const full = await connectRunner({ capacity: { loaded: 1, loaded_limit: 1, idle: 0 } });
+    const a = await createSession();
+    expect((await Promise.all([1, 2, 3].map(() => message(a.id)))).map((r) => r.status)).toEqual([429, 429, 429]);
+    expect(((await (await api(`/sessions/${a.id}/events`)).json()) as { events: unknown[] }).events).toHaveLength(0);
+    full.close();
+    const roomy = await connectRunner({ capacity: { loaded: 0, loaded_limit: 10, idle: 0 }, runnerId: "d".repeat(32) });
+    const attaches: string[] = [];
+    roomy.addEventListener("message", (e) => {
+      const m = JSON.parse(e.data as string) as { t: string; session?: string };
+      if (m.t === "attach") attaches.push(m.session!);
+    });
+    const b = await createSession();
+    expect((await Promise.all([1, 2, 3].map(() => message(b.id)))).map((r) => r.status)).toEqual([202, 202, 202]);
+    const c = await createSession();
+    const placed = new Promise<void>((resolve) => roomy.addEventListener("message", (e) => (e.data as string).includes(c.id) && resolve()));
+    expect((await message(c.id)).status).toBe(202);
+    await withTimeout(placed, 5_000, "the sentinel's attach");
+    expect(attaches.filter((x) => x.startsWith(b.id))).toHaveLength(1);
+    roomy.close();
+  });
+
   // The runner-host's own status after an attach comes later than these sends: the pool's count
   // alone must hold the limit.
   for (const capacity of [
