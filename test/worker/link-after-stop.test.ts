@@ -20,16 +20,23 @@ const events = async (id: string) => ((await (await api(`/sessions/${id}/events?
 const count = (id: string, table: string) =>
   runInDurableObject(sessionStub(id), (_, state) => state.storage.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM ${table}`).one().n);
 
-async function placed(body = createBody()) {
+/** A new session with a message sent, and the attach order its runner-host got for it. */
+async function attached(body = createBody()) {
   const control = await runnerHost();
   const res = await post("/sessions", body);
   expect(res.status).toBe(201);
-  const s = (await res.json()) as { id: string };
-  const input = await sendMessage(s.id, "go");
-  const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
-  const l = await openedLink(s.id, attach.lease!);
+  const id = ((await res.json()) as { id: string }).id;
+  const input = await sendMessage(id, "go");
+  const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(id) === true, "the attach order");
+  return { id, input, lease: attach.lease! };
+}
+
+/** As `attached`, with its link opened and the turn's `run` taken. */
+async function placed(body = createBody()) {
+  const { id, input, lease } = await attached(body);
+  const l = await openedLink(id, lease);
   l.send({ t: "ack", down: l.run.seq });
-  return { id: s.id, input, l };
+  return { id, input, l };
 }
 
 describe("what a runner-host reports after the turn was stopped", () => {
@@ -90,23 +97,15 @@ describe("while a turn runs", () => {
 
 describe("a link the object no longer needs", () => {
   it("a runner-host dialling a lease that is not current is refused with 409 before any socket (it takes that as the lease gone at once)", async () => {
-    const control = await runnerHost();
-    const res = await post("/sessions", createBody());
-    const s = (await res.json()) as { id: string };
-    await sendMessage(s.id, "go");
-    const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
+    const s = await attached();
     expect((await post(`/sessions/${s.id}/close`)).status).toBe(202);
-    const dialled = await sessionStub(s.id).fetch(`https://session/link?lease=${attach.lease}`, { headers: { Upgrade: "websocket" } });
+    const dialled = await sessionStub(s.id).fetch(`https://session/link?lease=${s.lease}`, { headers: { Upgrade: "websocket" } });
     expect([dialled.status, dialled.webSocket]).toEqual([409, null]);
   });
 
   it("an interrupt of a session whose open still waits on its runner-host lets the link go (detach), so it holds no limits.loaded slot", async () => {
-    const control = await runnerHost();
-    const res = await post("/sessions", createBody());
-    const s = (await res.json()) as { id: string };
-    await sendMessage(s.id, "go");
-    const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
-    const l = await link(s.id, attach.lease!);
+    const s = await attached();
+    const l = await link(s.id, s.lease);
     await l.box.next((m) => m.t === "ack", "the object's ack on accept");
     l.send({ t: "hello", down: 0 });
     await l.box.next((m) => m.t === "open", "open"); // the runner-host's open of the harness waits for room
