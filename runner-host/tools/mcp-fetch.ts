@@ -58,7 +58,10 @@ export function watchedFetch(tool: HostTool, budget: CallBudget, broken: Broken)
       headers.delete("location");
       return new Response(null, { status: res.status, statusText: res.statusText, headers });
     }
-    if (!res.body || !res.ok) return res;
+    if (!res.body) return res;
+    // An error answer's body is bounded like any other (the SDK reads all of it for its message);
+    // only a success's messages are held to the strict JSON.
+    const strict = res.ok;
     const initialize = method === "initialize";
     const call = method === "tools/call";
     const sse = res.headers.get("content-type")?.startsWith("text/event-stream") === true;
@@ -69,6 +72,7 @@ export function watchedFetch(tool: HostTool, budget: CallBudget, broken: Broken)
     const events = sse ? createParser({ onEvent: (e) => messages.push(e.data) }) : undefined;
     /** Decodes and checks a chunk (undefined: the end); the reason it is refused, or null. */
     const check = (chunk: Uint8Array | undefined): string | null => {
+      if (!strict) return null;
       let decoded: string;
       try {
         decoded = chunk ? decoder.decode(chunk, { stream: true }) : decoder.decode();

@@ -9,6 +9,7 @@
  * lease and the link's state in the session row (runner-link.ts).
  */
 import { asResultAsync, type Result } from "../shared/errors.ts";
+import { log } from "../log.ts";
 import type { Runtime } from "../runtime.ts";
 import { now } from "./clock.ts";
 import type { IndexPush } from "./index-push.ts";
@@ -87,9 +88,11 @@ export class Scheduler {
     const rt = await this.#p.runtime();
     const model: string = JSON.parse(row.config).model;
     const grant = providerGrant(rt, model);
+    let started = false;
     const events = this.#p.state.storage.transactionSync(() => {
       const s = this.#p.turns.start(now());
       if (!s) return [];
+      started = true;
       if (!grant) {
         // The key vanished from the environment since creation: the turn cannot run.
         const message = `the key of provider "${model.split("/")[0]}" is not available`;
@@ -108,8 +111,9 @@ export class Scheduler {
     if (events.length > 0) {
       this.#p.publication.publish(events);
       await this.pushIndex();
-      await this.#p.watch();
     }
+    // Also a turn that starts again with its status already `running` (a yielded one placed anew).
+    if (started) await this.#p.watch();
   }
 
   /**
@@ -165,21 +169,27 @@ export class Scheduler {
     return this.#claim;
   }
 
+  /** Resolves once no message's placement is in flight (close and interrupt judge the link after it). */
+  async claimSettled(): Promise<void> {
+    await this.#claim?.catch(() => undefined);
+  }
+
   async #placeForMessage(): Promise<boolean> {
     const row = this.#p.state.require();
     const { config } = await this.#p.runtime();
     const lease = this.#p.state.storage.transactionSync(() => this.#p.link.newLease());
-    let placed = false;
+    let placed: boolean | undefined;
     try {
       placed = await this.#p.placement.claim(sessionObjectName(row.tenant, row.id), lease, row.harness, config);
+      return placed;
     } finally {
-      // Refused, or the pool could not be asked: the session is not being placed (a lease left
-      // `requested` with no pool holding it would never be placed again).
-      if (!placed) this.#p.state.storage.transactionSync(() => this.#p.link.release("no runner-host has room"));
+      if (!placed) {
+        // Refused, or the pool could not be asked: the session is not being placed (a lease left
+        // `requested` with no pool holding it would never be placed again). A message committed
+        // meanwhile (it found the session being placed) still needs a placement.
+        this.#p.state.storage.transactionSync(() => this.#p.link.release("no runner-host has room"));
+        await this.schedule().catch((e: unknown) => log("warn", "could not place a waiting message", { error: String(e) }));
+      }
     }
-    if (placed) return true;
-    // A message committed meanwhile (it found the session being placed) still needs a placement.
-    await this.schedule();
-    return false;
   }
 }

@@ -176,13 +176,15 @@ export class SessionObject extends DurableObject<Env> {
         if (!checked.ok) return checked;
         if (checked.value) return { ok: true, value: checked.value };
       }
-      if (place && !(await this.#work.placeForMessage())) {
-        return { ok: false, error: overloaded("every runner-host is at its loaded-session limit").toBody() };
-      }
+      // Admitted first: a placement is not undone as simply as an admission (`settle`).
       const r = this.#state.require();
       const admitted = await asResultAsync(() => this.#sync.admit(sessionObjectName(r.tenant, r.id)));
       if (!admitted.ok) return admitted;
       entered = admitted.value;
+      if (place && !(await this.#work.placeForMessage())) {
+        if (entered) await this.#sync.settle();
+        return { ok: false, error: overloaded("every runner-host is at its loaded-session limit").toBody() };
+      }
     }
     const running = this.#turns.running()?.event_id;
     const sent = await this.#work.commit(false, () => {
@@ -193,7 +195,10 @@ export class SessionObject extends DurableObject<Env> {
       return change;
     });
     if (entered) await this.#sync.settle();
-    if (input.type === "user.interrupt" && sent.ok) await this.#work.letGoUnopened();
+    if (input.type === "user.interrupt" && sent.ok) {
+      await this.#work.claimSettled(); // a message's placement in flight is that message's, not this interrupt's
+      await this.#work.letGoUnopened();
+    }
     return sent;
   }
 
@@ -221,6 +226,8 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async close(): Promise<Result<Status>> {
+    // A message's placement in flight could park the session again after the withdraw below.
+    await this.#work.claimSettled();
     const placing = this.#state.row()?.link_state === "requested";
     const r = await this.#work.commit(true, () =>
       this.#state.storage.transactionSync(() => {

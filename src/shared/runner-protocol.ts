@@ -22,9 +22,10 @@ import { StopReasonSchema, ToolResultSchema, UsageSchema } from "./result-schema
 /**
  * Protocol version both ends must speak. A runner-host states it when it dials the control socket
  * (`?protocol=`); the Worker refuses another version with 409 and a message naming both (2: the
- * control socket also states its region; 3: `detached` says `shutdown`).
+ * control socket also states its region; 3: `detached` says `shutdown`; 4: `status` says how many
+ * attach orders it has handled, `attaches`).
  */
-export const RUNNER_PROTOCOL = 3;
+export const RUNNER_PROTOCOL = 4;
 
 /** Path a runner-host dials for its control socket (WebSocket upgrade, runner secret as bearer). */
 export const CONTROL_PATH = "/internal/runners/control";

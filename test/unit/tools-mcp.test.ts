@@ -229,6 +229,11 @@ describe("raw MCP peer", () => {
     }
   });
 
+  it("an error answer's body counts toward max_output_bytes too (the SDK would read all of it)", async () => {
+    onCall = (res) => void res.writeHead(500, { "content-type": "text/plain" }).end("x".repeat(2_000_000));
+    expectError(await call(mcpTool("x", { url, max_output_bytes: 1000 }), {}).result, true, /output exceeded max_output_bytes \(1000\)$/);
+  });
+
   it("a resume of the call's event stream that the server refuses ends the call at once, not at its timeout", async () => {
     onCall = (res) => {
       res.writeHead(200, { "content-type": "text/event-stream" });

@@ -28,7 +28,7 @@ async function attached(body = createBody()) {
   const id = ((await res.json()) as { id: string }).id;
   const input = await sendMessage(id, "go");
   const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(id) === true, "the attach order");
-  return { id, input, lease: attach.lease! };
+  return { id, input, lease: attach.lease!, control };
 }
 
 /** As `attached`, with its link opened and the turn's `run` taken. */
@@ -92,6 +92,23 @@ describe("while a turn runs", () => {
     await l.box.next((m) => m.t === "ack" && m.up === 2, "the ack of the turn's end");
     await runDurableObjectAlarm(stub);
     expect(await alarm()).toBeNull();
+  });
+});
+
+describe("while a turn runs, also one placed anew", () => {
+  it("a yielded turn that starts again (its status already running, no new event) arms the watch too", async () => {
+    const { id, input, lease, control } = await attached();
+    const first = await openedLink(id, lease);
+    const stub = sessionStub(id);
+    // As if the watch's alarm had run out while the turn waited to be placed again.
+    await runInDurableObject(stub, (_, state) => state.storage.deleteAlarm());
+    first.send({ t: "detached", seq: 2, reason: "dropped to make room (limits.loaded)", yielded: true });
+    const again = await control.next((m) => m.t === "attach" && m.session?.startsWith(id) === true && m.lease! > lease, "a new placement");
+    const second = await openedLink(id, again.lease!);
+    expect(second.run.turn).toBe(input.id);
+    const alarm = await runInDurableObject(stub, (_, state) => state.storage.getAlarm());
+    expect(alarm).not.toBeNull();
+    expect(alarm! - Date.now()).toBeLessThanOrEqual(RUNNING_WATCH_MS);
   });
 });
 
