@@ -24,7 +24,10 @@ export function isShuttingDown(): boolean {
 }
 
 export async function refuseWhenDraining(c: AppContext): Promise<void> {
-  if (shuttingDown || fleetSummary(await fleetStatus(c.env, c.get("runtime").config)).draining) {
-    throw overloaded("the service is shutting down");
-  }
+  if (await isDraining(c)) throw overloaded("the service is shutting down");
+}
+
+/** Whether new work is refused now (what `refuseWhenDraining` throws for). */
+export async function isDraining(c: AppContext): Promise<boolean> {
+  return shuttingDown || fleetSummary(await fleetStatus(c.env, c.get("runtime").config)).draining;
 }

@@ -11,7 +11,7 @@ import { BODY_OVERHEAD_BYTES, parseBody, readBody } from "../http/body.ts";
 import type { AppContext, AppEnv } from "../http/context.ts";
 import { pageLimit, pathId, queryParam } from "../http/params.ts";
 import { openSessionStream } from "../sse/session-stream.ts";
-import { refuseWhenDraining } from "../http/draining.ts";
+import { isDraining, refuseWhenDraining } from "../http/draining.ts";
 import { chooseHomeRegion, fleetStatus, locationHint } from "../runner/fleet.ts";
 import { prepareSession } from "../session/create.ts";
 import { sessionObjectName } from "../session/object-name.ts";
@@ -123,9 +123,11 @@ sessions.post("/:id/events", async (c) => {
   requireWrite(c.get("principal"));
   const stub = await sessionStub(c, id);
   const input = parseBody(await readBody(c, bodyCap(c)), InputSchema);
-  if (input.type === "user.message") await refuseWhenDraining(c);
+  // While shutting down a new message is refused; a repeated key still gets its original event
+  // (the object tells them apart).
+  const draining = input.type === "user.message" && (await isDraining(c));
   const traceparent = c.req.header("traceparent");
-  return c.json(unwrap(await stub.send(input, traceparent)), 202);
+  return c.json(unwrap(await stub.send(input, traceparent, draining)), 202);
 });
 
 sessions.post("/:id/resume", async (c) => {

@@ -162,9 +162,15 @@ export class SessionObject extends DurableObject<Env> {
     });
   }
 
-  async send(input: Input, traceparent?: string): Promise<Result<Event | Status>> {
+  /** `draining`: the service is shutting down, so only a repeated key's message is answered (with its original event). */
+  async send(input: Input, traceparent?: string, draining = false): Promise<Result<Event | Status>> {
     const rt = await getRuntime(this.env);
     const { limits } = rt.config;
+    if (draining && input.type === "user.message") {
+      const checked = asResult(() => this.#state.checkMessage(input, limits));
+      if (checked.ok && checked.value) return { ok: true, value: checked.value };
+      return { ok: false, error: overloaded("the service is shutting down").toBody() };
+    }
     // A message to an idle session may need it placed on a runner-host, then (with persistence) a
     // place in the upload backlog, each refused with 429 when full. What repeats or refuses the
     // message anyway is answered first, so neither is taken for it, nor a repeat refused.

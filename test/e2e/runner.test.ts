@@ -214,7 +214,10 @@ describe("runner-host lost and shutdown", () => {
     const s = await session(stack);
     const idle = (await call(stack.url, "POST", "/sessions", { token: env.MANAGE, body: { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } } })).body.id;
     // Mid-reply: one delta out, the next one a minute away.
-    const m = await say(stack, s, "[[deltas 3]] [[delay 60000]]");
+    const mid = { type: "user.message", text: "[[deltas 3]] [[delay 60000]]", key: "k-mid" };
+    const sent = await call(stack.url, "POST", `/sessions/${s.id}/events`, { token: env.MANAGE, body: mid });
+    expect(sent.status).toBe(202);
+    const m = sent.body.id as string;
     await statusFrame(s, "running");
     await s.sse.waitFor((f) => f.event === "assistant.delta");
     const stopped = stack.stop("SIGTERM");
@@ -225,11 +228,14 @@ describe("runner-host lost and shutdown", () => {
       call(stack.url, "POST", `/sessions/${idle}/events`, { token: env.MANAGE, body: { type: "user.message", text: "too late" } }),
       call(stack.url, "POST", "/sessions", { token: env.MANAGE, body: { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } } }),
       call(stack.url, "GET", "/health/ready", {}),
+      // A repeated key is not new work: its original event, as at any other time.
+      call(stack.url, "POST", `/sessions/${s.id}/events`, { token: env.MANAGE, body: mid }),
     ]);
-    expect(refused.map((r) => [r.status, r.body.error?.code ?? r.body.status])).toEqual([
+    expect(refused.map((r) => [r.status, r.body.error?.code ?? r.body.status ?? r.body.id])).toEqual([
       [429, "overloaded"],
       [429, "overloaded"],
       [503, "not_ready"],
+      [202, m],
     ]);
     await s.sse.ended;
     const { code, ms } = await stopped;
