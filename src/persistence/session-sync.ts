@@ -15,7 +15,7 @@ import { metrics } from "../metrics/registry.ts";
 import { getRuntime } from "../runtime.ts";
 import type { HostConfig, Persistence } from "../shared/config-schema.ts";
 import type { SyncStatus } from "../shared/sync-schema.ts";
-import { conflict, notFound, overloaded, unsupported } from "../shared/errors.ts";
+import { asResultAsync, conflict, notFound, overloaded, unsupported, type Result } from "../shared/errors.ts";
 import { sessionObjectName } from "../session/object-name.ts";
 import type { SessionState } from "../session/session-state.ts";
 import { BACKLOG_NAME } from "./backlog-object.ts";
@@ -99,6 +99,21 @@ export class SessionSync {
     this.#ensureRow();
     this.#state.storage.sql.exec("UPDATE sync SET queued = 1");
     return true;
+  }
+
+  /**
+   * Runs a write under admission (`admit`, then `work`, then `settle` if this call entered the
+   * backlog): a full backlog refuses it with `429` before it runs, and a write that ends up
+   * recording nothing leaves no place behind.
+   */
+  async admitted<T>(name: string, work: () => Promise<Result<T>>): Promise<Result<T>> {
+    const entered = await asResultAsync(() => this.admit(name));
+    if (!entered.ok) return entered;
+    try {
+      return await work();
+    } finally {
+      if (entered.value) await this.settle();
+    }
   }
 
   /**

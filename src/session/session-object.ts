@@ -100,12 +100,8 @@ export class SessionObject extends DurableObject<Env> {
 
   /** `region`: the home region the Worker chose (the object was created near it). */
   async create(n: NewSession, region: string = DEFAULT_REGION): Promise<Result<Session>> {
-    let entered = false;
-    const r = await asResultAsync(async () => {
-      if (!this.#state.row()) entered = await this.#sync.admit(sessionObjectName(n.tenant, n.id));
-      return this.#state.create(n, now());
-    });
-    if (entered && !r.ok) await this.#sync.settle();
+    const create = () => asResultAsync(async () => this.#state.create(n, now()));
+    const r = this.#state.row() ? await create() : await this.#sync.admitted(sessionObjectName(n.tenant, n.id), create);
     if (r.ok) {
       this.#placement.setHome(region);
       await this.#work.pushIndex(true);
@@ -171,10 +167,19 @@ export class SessionObject extends DurableObject<Env> {
       if (checked.ok && checked.value) return { ok: true, value: checked.value };
       return { ok: false, error: overloaded("the service is shutting down").toBody() };
     }
-    // A message to an idle session may need it placed on a runner-host, then (with persistence) a
-    // place in the upload backlog, each refused with 429 when full. What repeats or refuses the
-    // message anyway is answered first, so neither is taken for it, nor a repeat refused.
-    let entered = false;
+    const running = this.#turns.running()?.event_id;
+    const record = () =>
+      this.#work.commit(false, () => {
+        const change = this.#state.send(input, limits, now(), traceparent);
+        if (input.type === "user.interrupt" && running && change.events.length > 0) {
+          this.#link.push({ t: "interrupt", turn: running });
+        }
+        return change;
+      });
+    // A message to an idle session may need (with persistence) a place in the upload backlog, then
+    // it placed on a runner-host, each refused with 429 when full. What repeats or refuses the
+    // message anyway is answered first, so neither is taken for it, nor a repeat refused. Admitted
+    // first: a placement is not undone as simply as an admission.
     if (input.type === "user.message" && this.#state.row()?.status === "idle") {
       const place = this.#work.needsPlacement();
       if (place || this.#sync.needsAdmission(rt.config)) {
@@ -182,25 +187,15 @@ export class SessionObject extends DurableObject<Env> {
         if (!checked.ok) return checked;
         if (checked.value) return { ok: true, value: checked.value };
       }
-      // Admitted first: a placement is not undone as simply as an admission (`settle`).
       const r = this.#state.require();
-      const admitted = await asResultAsync(() => this.#sync.admit(sessionObjectName(r.tenant, r.id)));
-      if (!admitted.ok) return admitted;
-      entered = admitted.value;
-      if (place && !(await this.#work.placeForMessage())) {
-        if (entered) await this.#sync.settle();
-        return { ok: false, error: overloaded("every runner-host is at its loaded-session limit").toBody() };
-      }
+      return this.#sync.admitted(sessionObjectName(r.tenant, r.id), async () => {
+        if (place && !(await this.#work.placeForMessage())) {
+          return { ok: false, error: overloaded("every runner-host is at its loaded-session limit").toBody() };
+        }
+        return record();
+      });
     }
-    const running = this.#turns.running()?.event_id;
-    const sent = await this.#work.commit(false, () => {
-      const change = this.#state.send(input, limits, now(), traceparent);
-      if (input.type === "user.interrupt" && running && change.events.length > 0) {
-        this.#link.push({ t: "interrupt", turn: running });
-      }
-      return change;
-    });
-    if (entered) await this.#sync.settle();
+    const sent = await record();
     if (input.type === "user.interrupt" && sent.ok) {
       await this.#work.claimSettled(); // a message's placement in flight is that message's, not this interrupt's
       await this.#work.letGoUnopened();
@@ -211,24 +206,19 @@ export class SessionObject extends DurableObject<Env> {
   async resume(): Promise<Result<Session>> {
     // A change to upload, like a message: with a full persistence queue, 429 (docs/api.md "Flush,
     // sync, restore"). Only a resume that can happen asks; the others are 409 below.
+    const resume = () =>
+      this.#work.commit(true, () =>
+        this.#state.storage.transactionSync(() => {
+          const change = this.#state.resume(now());
+          // Restored from the last completed checkpoint: the harness re-opens from that state.
+          this.#turns.revertNative();
+          this.#link.release("resumed from the last checkpoint");
+          return change;
+        }),
+      );
     const r = this.#state.row();
-    let entered = false;
-    if (r?.status === "interrupted" || r?.status === "failed") {
-      const admitted = await asResultAsync(() => this.#sync.admit(sessionObjectName(r.tenant, r.id)));
-      if (!admitted.ok) return admitted;
-      entered = admitted.value;
-    }
-    const resumed = await this.#work.commit(true, () =>
-      this.#state.storage.transactionSync(() => {
-        const change = this.#state.resume(now());
-        // Restored from the last completed checkpoint: the harness re-opens from that state.
-        this.#turns.revertNative();
-        this.#link.release("resumed from the last checkpoint");
-        return change;
-      }),
-    );
-    if (entered) await this.#sync.settle();
-    return resumed;
+    if (r?.status !== "interrupted" && r?.status !== "failed") return resume();
+    return this.#sync.admitted(sessionObjectName(r.tenant, r.id), resume);
   }
 
   async close(): Promise<Result<Status>> {

@@ -170,11 +170,16 @@ describe("s3 (s3rver)", () => {
   });
 });
 
+/** A local stack whose filesystem persistence queue holds one session. */
+async function oneSlotQueueStack(interval_seconds: number) {
+  const dir = mkdtempSync(path.join(tmpdir(), "svc-queue-"));
+  const persistence = { provider: "filesystem", directory: path.join(dir, "store"), queue: 1, interval_seconds };
+  return startStack({ config: stackConfig(provider, persistence), env: baseEnv });
+}
+
 describe("persistence queue", () => {
   it("more than persistence.queue sessions waiting to upload: 429 overloaded on new writes (a new session; a message, restore or resume of a caught-up session; never a close) and 503 from readiness", async () => {
-    const dir = mkdtempSync(path.join(tmpdir(), "svc-queue-"));
-    const persistence = { provider: "filesystem", directory: path.join(dir, "store"), queue: 1, interval_seconds: 3600 };
-    const stack = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
+    const stack = await oneSlotQueueStack(3600);
     try {
       // Nothing waits to upload: the scan is done at once, and readiness is 200 from the first probe.
       expect((await call(stack.url, "GET", "/health/ready")).status).toBe(200);
@@ -227,9 +232,7 @@ describe("persistence queue", () => {
 
 describe("persistence queue, writes that record nothing", () => {
   it("a repeated key or a refused message to a caught-up session holds no place in the queue: readiness stays 200 and new sessions are created", async () => {
-    const dir = mkdtempSync(path.join(tmpdir(), "svc-queue-"));
-    const persistence = { provider: "filesystem", directory: path.join(dir, "store"), queue: 1, interval_seconds: 1 };
-    const stack = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
+    const stack = await oneSlotQueueStack(1);
     try {
       const a = await createSession(stack.url);
       const mark = stack.mark();
