@@ -220,9 +220,13 @@ describe("raw MCP peer", () => {
     expectError(await call(mcpTool("x", { url }), {}).result, true, /MCP server sent JSON that gives result\.content\[0\]\.text more than once$/);
   });
 
-  it("an initialize answer over its bound (1 MiB, outside max_output_bytes) fails the call before it is sent", async () => {
-    initPad = 1024 * 1024 + 1;
+  it("an initialize answer over its bound (1 MiB, outside max_output_bytes) fails the call before it is sent; one under it connects", async () => {
+    onCall = (res, id) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ jsonrpc: "2.0", id, result: { content: [{ type: "text", text: "ok" }] } }));
     try {
+      // Its envelope is under 200 bytes: a little under the bound connects, one byte of padding past it does not.
+      initPad = 1024 * 1024 - 200;
+      expect(await call(mcpTool("x", { url }), {}).result).toEqual({ content: [{ type: "text", text: "ok" }] });
+      initPad = 1024 * 1024 + 1;
       expectError(await call(mcpTool("x", { url }), {}).result, false, /MCP server sent an initialize answer over 1048576 bytes$/);
     } finally {
       initPad = 0;
