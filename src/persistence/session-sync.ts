@@ -33,6 +33,14 @@ export const MAX_BACKOFF_MS = 5 * 60_000;
 
 type Ctx = { p: Persistence; store: ObjectStore; layout: Layout; up: Uploader };
 
+/**
+ * Where uploads go: the provider, bucket, endpoint, directory and prefix (not the region or the
+ * credentials, which reach the same objects). A session's upload state holds only for this one.
+ */
+export function storageIdentity(p: Persistence): string {
+  return JSON.stringify([p.provider, p.bucket ?? "", p.endpoint ?? "", p.directory ?? "", p.prefix]);
+}
+
 export class SessionSync {
   readonly #env: Env;
   readonly #state: SessionState;
@@ -67,6 +75,7 @@ export class SessionSync {
     const p = rt.config.persistence;
     if (!p) return undefined;
     const r = this.#state.require();
+    this.#adoptStorage(p);
     const store = openStore(this.#env, p, rt.vars);
     const layout = await Layout.of(p.prefix, r.tenant, r.id);
     return { p, store, layout, up: new Uploader(this.#state, store, layout) };
@@ -131,12 +140,36 @@ export class SessionSync {
     this.#state.storage.sql.exec("INSERT OR IGNORE INTO sync (one) VALUES (1)");
   }
 
+  /**
+   * The upload state describes one storage (`storageIdentity`). After the deployment's storage
+   * changed, nothing this session uploaded is in the new one, so the state starts over and the
+   * next round uploads the whole session there (what the old storage holds stays as it is). A row
+   * that never recorded its storage (written by an earlier release) takes the configured one.
+   */
+  #adoptStorage(p: Persistence): void {
+    this.#ensureRow();
+    const id = storageIdentity(p);
+    const was = this.#row()!.storage;
+    if (was === id) return;
+    const sql = this.#state.storage.sql;
+    this.#state.storage.transactionSync(() => {
+      if (was !== null) {
+        sql.exec("DELETE FROM sync_blocks");
+        sql.exec("DELETE FROM sync_orphans");
+        sql.exec("UPDATE checkpoints SET native_key = NULL, native_records = NULL, native_hash = NULL, published = 0");
+        sql.exec("UPDATE sync SET uploaded_offset = 0, inflight = NULL, published = NULL, latest_stale = 1, failures = 0, retry_at = NULL, error = NULL");
+      }
+      sql.exec("UPDATE sync SET storage = ?", id);
+    });
+    if (was !== null) log("info", "storage changed: the session uploads again from its start", { session_id: this.#state.row()?.id });
+  }
+
   /** After a committed change: dirty, an alarm within `interval_seconds`, and in the backlog. */
   async changed(): Promise<void> {
     const { config } = await getRuntime(this.#env);
     const p = config.persistence;
     if (!p || !this.#state.row()) return;
-    this.#ensureRow();
+    this.#adoptStorage(p);
     const s = this.#row()!;
     if (s.dirty_at === null) {
       if (!behind(this.#state)) return;
@@ -171,6 +204,7 @@ export class SessionSync {
 
   /** SyncBacklog's startup scan: a queued session re-arms its alarm, or leaves when clean. */
   async kick(): Promise<void> {
+    await this.changed(); // anything not in the configured storage (moved since) is dirty first
     const s = this.#row();
     if (!s) return;
     if (s.dirty_at === null) return this.#leaveIfQueued(s);
@@ -260,7 +294,7 @@ export class SessionSync {
     const r = this.#state.require();
     const s = this.#row();
     const pub = s?.published ? (JSON.parse(s.published) as Published) : undefined;
-    const out: SyncStatus = { history_bytes: r.log_bytes, resume_offset: pub?.offset ?? 0, pending: !s || s.dirty_at !== null };
+    const out: SyncStatus = { history_bytes: r.log_bytes, resume_offset: pub?.offset ?? 0, pending: !s || s.dirty_at !== null || behind(this.#state) };
     if (pub) Object.assign(out, { checkpoint: pub.checkpoint, native_checkpoint: pub.native, time: pub.time });
     if (s?.error && out.pending) out.error = s.error;
     return out;

@@ -38,6 +38,8 @@ export type SyncRow = {
   published: string | null;
   latest_stale: number;
   queued: number;
+  /** session-sync.ts `storageIdentity` of the storage this state describes; null until compared. */
+  storage: string | null;
 };
 
 /** Local state storage does not have yet (history, a checkpoint, or the latest pointer). */

@@ -15,6 +15,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
 import { ControlUpSchema, PING, PONG, SILENCE_CHECK_MS, SILENT_AFTER_MS, type Capacity, type ControlDown } from "../shared/runner-protocol.ts";
 import { log } from "../log.ts";
+import { getRuntime } from "../runtime.ts";
 import { migrate } from "../storage/migrate.ts";
 import m0001 from "../../migrations/runner_pool/0001_init.sql";
 
@@ -87,6 +88,7 @@ export class RunnerPool extends DurableObject<Env> {
       send(ws, { t: "welcome", pool: region });
       log("info", "runner-host registered", { runner_id: m.runner_id });
       await this.#forgetOldBoot(m.runner_id, m.boot);
+      await this.#handBackUnconfigured();
     } else if (m.t === "status") {
       const h = ws.deserializeAttachment() as Host | null;
       if (!h) return ws.close(1008, "status before hello");
@@ -244,11 +246,25 @@ export class RunnerPool extends DurableObject<Env> {
    */
   async #handBackOrphans(): Promise<void> {
     const served = new Set(this.#hosts().flatMap((h) => h.host.harnesses));
+    await this.#handBack((harness) => !served.has(harness));
+  }
+
+  /**
+   * After a deploy (a runner-host says hello): sessions waiting for a harness the configuration no
+   * longer has go back to their objects, which fail their input (it could never run) instead of
+   * leaving it queued for good.
+   */
+  async #handBackUnconfigured(): Promise<void> {
+    const { harnesses } = (await getRuntime(this.env)).config;
+    await this.#handBack((harness) => !Object.hasOwn(harnesses, harness));
+  }
+
+  async #handBack(which: (harness: string) => boolean): Promise<void> {
     const sql = this.ctx.storage.sql;
     const orphans = sql
       .exec<{ session: string; lease: number; harness: string }>("SELECT session, lease, harness FROM waiting ORDER BY since")
       .toArray()
-      .filter((w) => !served.has(w.harness));
+      .filter((w) => which(w.harness));
     for (const o of orphans) {
       sql.exec("DELETE FROM waiting WHERE session = ?", o.session);
       try {

@@ -29,10 +29,25 @@ export function providerGrant(rt: Runtime, model: string): ProviderGrant | undef
   return grant;
 }
 
+/**
+ * Why this session cannot run a turn under the deployment's configuration now, if it cannot: its
+ * harness or its model's provider was removed from the configuration, or the provider's key
+ * variable is unset, since the session was created. A message to it is refused, and input it
+ * already holds fails, rather than waiting for a runner-host that will never take it.
+ */
+export function cannotRun(rt: Runtime, row: Pick<SessionRow, "harness" | "config">): string | undefined {
+  if (!Object.hasOwn(rt.config.harnesses, row.harness)) return `harness "${row.harness}" is no longer configured`;
+  const model: string = JSON.parse(row.config).model;
+  const prefix = model.slice(0, model.indexOf("/"));
+  if (!Object.hasOwn(rt.config.providers, prefix)) return `provider "${prefix}" of model "${model}" is no longer configured`;
+  if (!providerGrant(rt, model)) return `the key of provider "${prefix}" is not available`;
+  return undefined;
+}
+
 export function openMessages(rt: Runtime, row: SessionRow, turns: Turns): OpenMessage[] | { error: string } {
   const config = JSON.parse(row.config) as SessionConfig;
   const provider = providerGrant(rt, config.model);
-  if (!provider) return { error: `the key of provider "${config.model.split("/")[0]}" is no longer available` };
+  if (!provider) return { error: cannotRun(rt, row) ?? `the key of provider "${config.model.split("/")[0]}" is not available` };
 
   const parts: unknown[][] = [];
   let part: unknown[] = [];

@@ -14,7 +14,7 @@ import type { Runtime } from "../runtime.ts";
 import { now } from "./clock.ts";
 import type { IndexPush } from "./index-push.ts";
 import { sessionObjectName } from "./object-name.ts";
-import { providerGrant } from "./open-message.ts";
+import { cannotRun, providerGrant } from "./open-message.ts";
 import type { Placement } from "./placement.ts";
 import type { Publication } from "./publication.ts";
 import type { RunnerLink } from "./runner-link.ts";
@@ -72,12 +72,16 @@ export class Scheduler {
 
   /** Moves work forward: places the session on a runner-host, or starts the next queued turn. */
   async schedule(): Promise<void> {
+    // The runtime first: from reading the row to the change it decides on, nothing awaits.
+    const rt = await this.#p.runtime();
     const row = this.#p.state.row();
     if (!row || row.status === "closed" || row.status === "interrupted" || row.status === "failed") return;
     if (!this.#p.turns.running() && !this.#p.turns.hasQueued()) return;
+    const blocked = row.link_state === "none" || !this.#p.turns.running() ? cannotRun(rt, row) : undefined;
+    if (blocked) return this.#failBlocked(blocked);
     if (row.link_state === "none") {
       const lease = this.#p.state.storage.transactionSync(() => this.#p.link.newLease());
-      await this.#p.placement.place(sessionObjectName(row.tenant, row.id), lease, row.harness, (await this.#p.runtime()).config);
+      await this.#p.placement.place(sessionObjectName(row.tenant, row.id), lease, row.harness, rt.config);
       return;
     }
     if (row.link_state !== "open" || this.#p.turns.running()) return;
@@ -85,19 +89,12 @@ export class Scheduler {
     // to dial back (hello starts it) or for the grace to run out (the session is placed anew). A
     // turn started now would fail with the link, though it never reached any runner-host.
     if (row.link_lost_at && !this.#p.link.socket()) return;
-    const rt = await this.#p.runtime();
-    const model: string = JSON.parse(row.config).model;
-    const grant = providerGrant(rt, model);
+    const grant = providerGrant(rt, JSON.parse(row.config).model)!; // cannotRun above: there is one
     let started = false;
     const events = this.#p.state.storage.transactionSync(() => {
       const s = this.#p.turns.start(now());
       if (!s) return [];
       started = true;
-      if (!grant) {
-        // The key vanished from the environment since creation: the turn cannot run.
-        const message = `the key of provider "${model.split("/")[0]}" is not available`;
-        return [...s.events, ...this.#p.state.endWork(now(), "failed", { running: { code: "service_error", message }, queued: "the session failed" })];
-      }
       this.#p.link.push({
         t: "run",
         turn: s.input.event_id,
@@ -114,6 +111,26 @@ export class Scheduler {
     }
     // Also a turn that starts again with its status already `running` (a yielded one placed anew).
     if (started) await this.#p.watch();
+  }
+
+  /**
+   * The configuration changed under the session (cannotRun): its input fails now — the running or
+   * first queued input with `service_error` naming the cause, the rest with `conflict` — and the
+   * session is `failed`, instead of being placed again and again or waiting for a runner-host
+   * that will never take it. A resume, once the configuration has what it needs, runs it again.
+   */
+  async #failBlocked(message: string): Promise<void> {
+    const waiting = this.#p.state.require().link_state === "requested";
+    const events = this.#p.state.storage.transactionSync(() => {
+      const started = this.#p.turns.running() ? [] : (this.#p.turns.start(now())?.events ?? []);
+      const ended = this.#p.state.endWork(now(), "failed", { running: { code: "service_error", message }, queued: "the session failed" });
+      if (this.#p.state.require().link_state !== "none") this.#p.link.release(message);
+      return [...started, ...ended];
+    });
+    log("warn", "session cannot run under the configuration", { session_id: this.#p.state.row()?.id, reason: message });
+    this.#p.publication.publish(events);
+    if (waiting) await this.withdraw();
+    await this.pushIndex();
   }
 
   /**

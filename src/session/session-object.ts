@@ -37,6 +37,7 @@ import { now } from "./clock.ts";
 import { IndexPush } from "./index-push.ts";
 import { LinkGrace } from "./link-grace.ts";
 import { sessionObjectName } from "./object-name.ts";
+import { cannotRun } from "./open-message.ts";
 import { Placement } from "./placement.ts";
 import { Publication } from "./publication.ts";
 import { toSession, type NewSession } from "./record.ts";
@@ -55,8 +56,9 @@ import m0005 from "../../migrations/session/0005_sync.sql";
 import m0006 from "../../migrations/session/0006_runtime_results.sql";
 import m0007 from "../../migrations/session/0007_sync_orphans.sql";
 import m0008 from "../../migrations/session/0008_native_hash.sql";
+import m0009 from "../../migrations/session/0009_sync_storage.sql";
 
-const MIGRATIONS = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008];
+const MIGRATIONS = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009];
 
 export { sessionObjectName };
 
@@ -126,8 +128,16 @@ export class SessionObject extends DurableObject<Env> {
     });
   }
 
-  syncStatus(): Result<SyncStatus> {
-    return asResult(() => this.#sync.status());
+  /**
+   * The status, after noting what storage lacks: a session changed while persistence was off, or
+   * before the storage moved, starts its upload at this read rather than at its next change.
+   */
+  syncStatus(): Promise<Result<SyncStatus>> {
+    return asResultAsync(async () => {
+      this.#state.require();
+      await this.#sync.changed();
+      return this.#sync.status();
+    });
   }
 
   async restore(checkpoint: string): Promise<Result<Session>> {
@@ -168,9 +178,11 @@ export class SessionObject extends DurableObject<Env> {
       return { ok: false, error: overloaded("the service is shutting down").toBody() };
     }
     const running = this.#turns.running()?.event_id;
+    const row = this.#state.row();
+    const blocked = row && input.type === "user.message" ? cannotRun(rt, row) : undefined;
     const record = () =>
       this.#work.commit(false, () => {
-        const change = this.#state.send(input, limits, now(), traceparent);
+        const change = this.#state.send(input, limits, now(), traceparent, blocked);
         if (input.type === "user.interrupt" && running && change.events.length > 0) {
           this.#link.push({ t: "interrupt", turn: running });
         }
@@ -183,7 +195,7 @@ export class SessionObject extends DurableObject<Env> {
     if (input.type === "user.message" && this.#state.row()?.status === "idle") {
       const place = this.#work.needsPlacement();
       if (place || this.#sync.needsAdmission(rt.config)) {
-        const checked = asResult(() => this.#state.checkMessage(input, limits));
+        const checked = asResult(() => this.#state.checkMessage(input, limits, blocked));
         if (!checked.ok) return checked;
         if (checked.value) return { ok: true, value: checked.value };
       }

@@ -113,7 +113,7 @@ export class SessionState {
    * event whatever the session's state now; a new `user.message` is recorded and queued for its
    * turn.
    */
-  send(input: Input, limits: Limits, now: string, traceparent?: string): Change<Event | Status> {
+  send(input: Input, limits: Limits, now: string, traceparent?: string, blocked?: string): Change<Event | Status> {
     const r = this.require();
     if (input.type === "user.interrupt") {
       if (input.text !== undefined || input.key !== undefined || input.delivery !== undefined) {
@@ -121,7 +121,7 @@ export class SessionState {
       }
       return this.interrupt(r, now);
     }
-    const repeated = this.checkMessage(input, limits);
+    const repeated = this.checkMessage(input, limits, blocked);
     if (repeated) return { value: repeated, events: [] };
     const data = messageData(input);
     const logged = this.#storage.transactionSync(() => {
@@ -145,8 +145,9 @@ export class SessionState {
    * What a `user.message` gets, without recording it: its original event for a repeated key, an
    * error if the session refuses it now, undefined if it would be recorded. Read before the
    * session is placed for it, so a repeat or a refusal never takes a runner-host's room.
+   * `blocked`: why the session cannot run under the configuration now (open-message.ts `cannotRun`).
    */
-  checkMessage(input: Input, limits: Limits): Event | undefined {
+  checkMessage(input: Input, limits: Limits, blocked?: string): Event | undefined {
     const r = this.require();
     if (input.delivery === "steer") throw unsupported("delivery steer is not supported; use queue");
     if (input.delivery !== undefined && input.delivery !== "queue") throw invalid(`delivery: must be "queue"`);
@@ -165,6 +166,7 @@ export class SessionState {
     if (r.status === "interrupted" || r.status === "failed" || r.status === "closed") {
       throw conflict(`session is ${r.status}${r.status === "closed" ? "" : "; resume it first"}`);
     }
+    if (blocked) throw unsupported(`${blocked}: the session cannot run`);
     const waiting = this.#storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs WHERE state = 'queued'").one().n;
     if (waiting >= limits.queue) throw overloaded(`the session queue is full (limits.queue ${limits.queue})`);
     // "Near the limit": the message, what it and every input before it that has not finished will

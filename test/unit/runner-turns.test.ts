@@ -192,9 +192,18 @@ describe("runner-host turns", () => {
     const byCall = new Map(results.map((r) => (r.t === "tool_result" ? [r.call_id, r.result] : ["", null])));
     const callIdOf = (name: string) => calls.flatMap((c) => (c.t === "tool_call" && c.call.name === name ? [c.call.id] : []))[0]!;
     const [orphan, unknown] = [byCall.get(callIdOf("orphan_tool")), byCall.get(callIdOf("not_a_tool"))];
-    expect(orphan).toMatchObject({ is_error: true, content: [{ text: "tool orphan_tool is not enabled for this session" }] });
+    expect(orphan).toMatchObject({ is_error: true, content: [{ text: "tool orphan_tool is no longer configured on this runner-host" }] });
     expect(orphan?.unknown_outcome).toBeUndefined();
     expect(unknown).toMatchObject({ is_error: true });
+    expect(rig.tools.calls.items).toHaveLength(0);
+
+    // A host tool whose `tenants` no longer include the session's tenant: refused, saying so.
+    const other = await rig.open("sess-other-tenant", { tenant: "beta" });
+    await opened(other);
+    const t2 = rig.run(other, `[[tool ${WEATHER.name} {"city":"Oslo"}]]`);
+    expect((await turnEnd(other, t2)).status).toBe("completed");
+    const refused = other.turn(t2).find((m) => m.t === "tool_result");
+    expect(refused?.t === "tool_result" && refused.result).toMatchObject({ is_error: true, content: [{ text: `tool ${WEATHER.name} is not enabled for this session's tenant` }] });
     expect(rig.tools.calls.items).toHaveLength(0);
   });
 

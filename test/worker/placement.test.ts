@@ -52,6 +52,26 @@ describe("placement", () => {
     ws.close();
   });
 
+  it("a runner-host's hello hands back a session waiting for a harness the configuration no longer has, to its object", async () => {
+    const s = await createSession();
+    expect((await message(s.id)).status).toBe(202); // no runner-host: it waits in the pool
+    // As after a deploy that renamed the harness: the pool holds it for a harness now unconfigured.
+    await runInDurableObject(env.RUNNERS.getByName(POOL_NAME), (_pool: RunnerPool, state) => {
+      state.storage.sql.exec("UPDATE waiting SET harness = 'retired' WHERE session LIKE ?", `${s.id}%`);
+    });
+    const ws = await connectRunner({ capacity: { loaded: 0, loaded_limit: 10, idle: 0 } });
+    // Handed back, its object judges it under the configuration it has (here `pi` is configured,
+    // so it is placed again; a session whose harness is gone fails its input instead).
+    const attached = new Promise<void>((resolve) =>
+      ws.addEventListener("message", (e) => {
+        const m = JSON.parse(e.data as string) as { t: string; session?: string };
+        if (m.t === "attach" && m.session!.startsWith(s.id)) resolve();
+      }),
+    );
+    await withTimeout(attached, 5_000, "the handed-back session's attach");
+    ws.close();
+  });
+
   it("accepts when a full runner-host has an idle session it can drop", async () => {
     const ws = await connectRunner({ capacity: { loaded: 1, loaded_limit: 1, idle: 1 } });
     const s = await createSession();
