@@ -95,7 +95,7 @@ export class HarnessPool {
   /** Per tenant, the grant counter when it was last served: round-robin order. */
   #served = new Map<string, number>();
   #grants = 0;
-  /** Harnesses whose last spare failed to start: no spares until one of their processes starts. */
+  /** Harnesses whose last spare failed to start or ended unasked: no spares until one of their processes starts. */
   #spareFailed = new Set<string>();
   #pumping = false;
   #again = false;
@@ -442,6 +442,9 @@ export class HarnessPool {
       if (!expected) s.harnessLost(message);
     }
     if (!expected) this.#o.log("warn", "harness process ended", { harness: p.harness, pid: p.pid, reason: exit.reason });
+    // A spare that ends unasked (a harness that exits when it holds no session) would be replaced,
+    // and end, forever: like one that fails to start, it waits for a process of its harness to start.
+    if (!expected && p.spare) this.#spareFailed.add(p.harness);
     this.#pump();
   }
 }

@@ -106,8 +106,15 @@ export class PooledProcess {
       throw new OpenError(`the harness process ended during open: ${foreign((err as Error).message)}`);
     }
     if (!res.ok) throw new OpenError(`the harness could not open the session: ${foreign(res.error.message)}`);
+    const got = res.result.model;
+    if (`${got.provider}/${got.id}` !== cmd.model) {
+      // A fallback to another model fails the session's turn (docs/configuration.md "Providers"),
+      // at open as on every reply: the session is freed in the harness again.
+      await this.detach(key);
+      throw new OpenError(`the harness resolved model ${foreign(`${got.provider}/${got.id}`)} instead of ${cmd.model}`);
+    }
     this.sessions.add(key);
-    return res.result.model;
+    return got;
   }
 
   /** Frees the session in the harness. A refusal or a dead process changes nothing: it is off our books. */
@@ -158,8 +165,8 @@ export class PooledProcess {
     const res = await hp.request({ op: "init", protocol: 1, providers }).catch((err: Error) => err);
     if (res instanceof Error || !res.ok) {
       void hp.kill();
-      const why = res instanceof Error ? res.message : res.error.message;
-      throw new OpenError(`harness ${spawn.harness} refused init: ${foreign(firstLine(why))}`);
+      if (res instanceof Error) throw new OpenError(`harness ${spawn.harness} did not answer init: ${foreign(firstLine(res.message))}`);
+      throw new OpenError(`harness ${spawn.harness} refused init: ${foreign(firstLine(res.error.message))}`);
     }
     if (this.state === "starting") this.state = "ready";
   }
@@ -177,8 +184,10 @@ export function exitMessage(exit: HarnessExit): string {
   // Killed by the runner-host for one session's sake (an interrupt it did not honour): the other
   // sessions' turns in the process end with it, and should say why rather than "crashed".
   if (exit.reason === "killed") return `the harness process was stopped by the runner-host: ${foreign(exit.message)}`;
-  const how = exit.signal ? `signal ${exit.signal}` : `exit code ${exit.code}`;
-  return `the harness process crashed (${how})`;
+  if (exit.signal) return `the harness process crashed (signal ${exit.signal})`;
+  // Code 0 is no crash, but the process ended while the session needed it all the same.
+  if (exit.code === 0) return "the harness process exited (exit code 0) while its sessions needed it";
+  return `the harness process crashed (exit code ${exit.code})`;
 }
 
 /** HarnessProcess log records → our logger: level and msg lifted, the rest as flat fields. */

@@ -12,8 +12,9 @@
  * - Every request settles: with its response, or with a HarnessError on timeout, framing
  *   violation or exit. Nothing is left hanging when the child dies.
  * - Any framing violation (unparsable line, unknown type, unknown field, response to an id we
- *   never sent, anything before `ready`) kills the process and is reported as
- *   `framing_violation` (docs/harness-protocol.md "Transport").
+ *   never sent or already answered, a second `ready`, anything before `ready`) kills the process
+ *   and is reported as `framing_violation` (docs/harness-protocol.md "Transport"). A response
+ *   that comes after its request timed out is dropped.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { accessSync, constants, existsSync } from "node:fs";
@@ -48,6 +49,8 @@ export const DEFAULT_KILL_GRACE_MS = 2_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 /** After `exit`, how long stdio may stay open (a stray grandchild holding the pipes), ms. */
 const CLOSE_AFTER_EXIT_MS = 2_000;
+/** Timed-out request ids remembered for a late answer: far more than ever time out in one process. */
+const LATE_IDS_KEPT = 1024;
 /**
  * How long a process may keep running after closing its stdout, ms: it can no longer answer or end
  * a turn, so it is then ended as a framing violation. The grace covers an exit whose `exit` event
@@ -124,6 +127,11 @@ export class HarnessProcess {
   #child: ChildProcess;
   #opts: Required<Omit<HarnessProcessOptions, "baseDir" | "identity">>;
   #pending = new Map<string, Pending>();
+  /**
+   * Requests that timed out (the newest LATE_IDS_KEPT): their answer may still come, and is then
+   * dropped. A slow answer is not a framing violation, which would end every session here.
+   */
+  #late = new Set<string>();
   #listeners = new Map<string, Set<(event: SessionEvent) => void>>();
   #exitListeners = new Set<(exit: HarnessExit) => void>();
   #onReady?: (ready: ReadyEvent) => void;
@@ -245,6 +253,8 @@ export class HarnessProcess {
       const timeoutMs = opts.timeoutMs ?? this.#opts.requestTimeoutMs;
       const timer = setTimeout(() => {
         this.#pending.delete(id);
+        this.#late.add(id);
+        if (this.#late.size > LATE_IDS_KEPT) this.#late.delete(this.#late.values().next().value!);
         rejectReq(new HarnessError("request_timeout", `${command.op} got no response within ${timeoutMs} ms`));
       }, timeoutMs);
       this.#pending.set(id, {
@@ -396,7 +406,11 @@ export class HarnessProcess {
     switch (msg.type) {
       case "response": {
         const pending = this.#pending.get(msg.id);
-        if (!pending) return this.#violation(`response to unknown id ${JSON.stringify(msg.id)}`);
+        if (!pending && this.#late.delete(msg.id)) {
+          this.#log("warn", "harness answered after its request timed out: dropped", { id: msg.id });
+          return;
+        }
+        if (!pending) return this.#violation(`response to an id never sent or already answered: ${JSON.stringify(msg.id)}`);
         if (msg.ok && !RESULT_SCHEMAS[pending.op].safeParse(msg.result).success) {
           return this.#violation(`malformed ${pending.op} result`);
         }

@@ -34,7 +34,12 @@ export type DecodeResult = { ok: true; value: JsonObject } | { ok: false; error:
 export class JsonlDecoder {
   readonly maxLineBytes: number;
   #decoder = new StringDecoder("utf8");
-  #buffer = "";
+  /**
+   * The unfinished line, as the pieces it arrived in, and its UTF-8 bytes: joined once, when its
+   * `\n` comes. (One growing string would be flattened by every scan: quadratic in a long line.)
+   */
+  #parts: string[] = [];
+  #partBytes = 0;
   #failed = false;
 
   /** Applied to a bad line before any of it is quoted: a quote is cut, and a cut secret no longer matches. */
@@ -51,24 +56,31 @@ export class JsonlDecoder {
 
   push(chunk: Buffer | string): DecodeResult[] {
     if (this.#failed) return [];
-    // The buffered tail holds no `\n`, so only the new text needs scanning (a long line arriving
-    // in many chunks stays linear).
-    const scanFrom = this.#buffer.length;
-    this.#buffer += typeof chunk === "string" ? chunk : this.#decoder.write(chunk);
+    const text = typeof chunk === "string" ? chunk : this.#decoder.write(chunk);
     const out: DecodeResult[] = [];
     let start = 0;
-    for (let nl = this.#buffer.indexOf("\n", scanFrom); nl !== -1; nl = this.#buffer.indexOf("\n", start)) {
-      const result = this.#parseLine(this.#buffer.slice(start, nl));
+    for (let nl = text.indexOf("\n"); nl !== -1; nl = text.indexOf("\n", start)) {
+      let line = text.slice(start, nl);
+      if (this.#parts.length > 0) {
+        line = this.#parts.join("") + line;
+        this.#parts = [];
+        this.#partBytes = 0;
+      }
+      const result = this.#parseLine(line);
       out.push(result);
       start = nl + 1;
       if (!result.ok) return this.#fail(out);
     }
-    this.#buffer = this.#buffer.slice(start);
-    // A UTF-8 byte count is never below the UTF-16 length, so this catches an over-long
-    // partial line early without holding more than the maximum in memory.
-    if (this.#buffer.length > this.maxLineBytes) {
-      out.push(this.#error(`line exceeds ${this.maxLineBytes} bytes`));
-      return this.#fail(out);
+    if (start < text.length) {
+      const rest = start === 0 ? text : text.slice(start);
+      this.#parts.push(rest);
+      this.#partBytes += Buffer.byteLength(rest, "utf8");
+      // An unfinished line past the maximum (one byte more for a final `\r`) can never be valid:
+      // refused now, holding no more than the maximum in memory.
+      if (this.#partBytes > this.maxLineBytes + 1) {
+        out.push(this.#error(`line exceeds ${this.maxLineBytes} bytes`));
+        return this.#fail(out);
+      }
     }
     return out;
   }
@@ -76,9 +88,9 @@ export class JsonlDecoder {
   /** End of stream: a partial line left over means the peer was cut off mid-message. */
   end(): DecodeResult[] {
     if (this.#failed) return [];
-    this.#buffer += this.#decoder.end();
-    if (this.#buffer.length === 0) return [];
-    return this.#fail([this.#error(`stream ended inside a line (${this.#buffer.length} chars without \\n)`)]);
+    const tail = this.#parts.join("") + this.#decoder.end();
+    if (tail.length === 0) return [];
+    return this.#fail([this.#error(`stream ended inside a line (${tail.length} chars without \\n)`)]);
   }
 
   #parseLine(raw: string): DecodeResult {
@@ -110,7 +122,8 @@ export class JsonlDecoder {
 
   #fail(out: DecodeResult[]): DecodeResult[] {
     this.#failed = true;
-    this.#buffer = "";
+    this.#parts = [];
+    this.#partBytes = 0;
     return out;
   }
 }

@@ -44,5 +44,5 @@ export function noSuchRoute(method: string, path: string): ServiceError {
   if (!p) return notFound("no such route");
   const takes = [...p.methods].sort();
   const allow = p.stream || !takes.includes("GET") ? takes : [...takes, "HEAD"].sort();
-  return new ServiceError("not_found", `${method} is not a method of ${p.template}; it takes ${takes.join(", ")}`, 404, { Allow: allow.join(", ") });
+  return new ServiceError("not_found", `${method} is not a method of ${p.template}; it takes ${allow.join(", ")}`, 404, { Allow: allow.join(", ") });
 }

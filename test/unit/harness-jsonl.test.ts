@@ -60,6 +60,19 @@ describe("svc-harness/1 JSON-lines framing", () => {
     expect(values(out)).toEqual([expect.stringMatching(/exceeds 64 bytes/)]);
   });
 
+  it("counts a partial line's UTF-8 bytes, not its characters, across chunks: refused once its bytes pass the maximum", () => {
+    const d = new JsonlDecoder(64);
+    expect(d.push(`{"t":"${"✓".repeat(10)}`)).toEqual([]); // 16 chars, 36 bytes
+    expect(values(d.push("✓".repeat(10)))).toEqual([expect.stringMatching(/exceeds 64 bytes/)]); // 26 chars, 66 bytes
+  });
+
+  it("a line at the maximum that arrives in many pieces, with a final CR, is one message", () => {
+    const d = new JsonlDecoder(64);
+    const line = `{"t":"${"ü".repeat(28)}"}`; // 64 bytes
+    const pieces = [...Buffer.from(`${line}\r\n`)].map((b) => Buffer.from([b]));
+    expect(values(pieces.flatMap((p) => d.push(p)))).toEqual([{ t: "ü".repeat(28) }]);
+  });
+
   it.each([
     ["garbage", "hello world"],
     ["a truncated object", '{"a":'],

@@ -44,6 +44,26 @@ describe("HarnessProcess", () => {
     expect(await hp.exited).toMatchObject({ reason: "framing_violation" });
   });
 
+  it("drops a response that comes after its request timed out and keeps serving; a second response to an id is a framing violation", async () => {
+    const logs: Record<string, unknown>[] = [];
+    let lateSeen!: () => void;
+    const late = new Promise<void>((resolve) => (lateSeen = resolve));
+    const answer = `const c=JSON.parse(line);const r=JSON.stringify({type:"response",id:c.id,ok:true,result:{sessions:0,running:0}})+"\\n";`;
+    const hp = await HarnessProcess.start({
+      command: fake(`${answer}if(c.id==="c1")setTimeout(()=>process.stdout.write(r),300);else if(c.id==="c3")process.stdout.write(r+r);else process.stdout.write(r);`),
+      rootDir: rootDir(),
+      log: (r) => {
+        logs.push(r);
+        if (r.msg === "harness answered after its request timed out: dropped") lateSeen();
+      },
+    });
+    await expect(hp.request({ op: "ping" }, { timeoutMs: 100 })).rejects.toMatchObject({ code: "request_timeout" });
+    await late;
+    expect(await hp.request({ op: "ping" })).toMatchObject({ ok: true });
+    expect(await hp.request({ op: "ping" })).toMatchObject({ ok: true }); // answered twice
+    expect(await hp.exited).toMatchObject({ reason: "framing_violation", message: expect.stringContaining('never sent or already answered: "c3"') });
+  });
+
   it("correlates responses by id", async () => {
     const { hp } = await startFake(fake(`const c=JSON.parse(line);process.stdout.write(JSON.stringify({type:"response",id:c.id,ok:true,result:{sessions:7,running:1}})+"\\n");`));
     expect(await hp.request({ op: "ping" })).toMatchObject({ ok: true, result: { sessions: 7, running: 1 } });

@@ -75,6 +75,7 @@ describe("how a harness process ended, in the words its other sessions' turns fa
       "the harness process was stopped by the runner-host: did not end an interrupted turn within 10000 ms",
     );
     expect(exitMessage({ code: 3, signal: null, reason: "exited", message: "the harness exited" })).toBe("the harness process crashed (exit code 3)");
+    expect(exitMessage({ code: 0, signal: null, reason: "exited", message: "the harness exited" })).toBe("the harness process exited (exit code 0) while its sessions needed it");
   });
 });
 

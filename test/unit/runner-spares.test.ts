@@ -68,6 +68,24 @@ describe("spare harness processes", () => {
     expect(rig.host.pool.processes("ref")).toHaveLength(1);
   });
 
+  it("a spare that ends unasked is not replaced until a process of that harness starts", async () => {
+    rig = await Rig.start({ tenants: ["b"], harness: { spares: 1 } });
+    const a = await rig.open("spare-ends");
+    await opened(a);
+    const spare = await spareStarted(rig);
+    process.kill(spare, "SIGKILL"); // as a harness that exits when it holds no session
+    await rig.logs.next((l) => l.msg === "harness process ended" && l.fields.pid === spare);
+    // Replaced at once, it could end again and again: none is started in its place.
+    expect(rig.host.pool.processes("ref").filter((p) => p.spare)).toEqual([]);
+    const t = rig.run(a, "one");
+    expect((await turnEnd(a, t)).status).toBe("completed");
+    expect(rig.host.pool.processes("ref").filter((p) => p.spare)).toEqual([]);
+    // Another tenant's session starts a process of its own; a spare follows it.
+    const b = await rig.open("spare-ends-b", { tenant: "b" });
+    await opened(b);
+    expect(await spareStarted(rig)).not.toBe(spare);
+  });
+
   it("a spare started with the old provider key is replaced when the key changes", async () => {
     rig = await Rig.start({ harness: { spares: 1 } });
     const a = await rig.open("spare-key");

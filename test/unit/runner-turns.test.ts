@@ -366,6 +366,18 @@ describe("runner-host turns with a harness of another author", () => {
     expect(events.find((m) => m.t === "assistant")).toMatchObject({ text: 'got: the session has no tool "no_such_tool"' });
   });
 
+  it("a harness that resolves another model at open fails the open, naming both: no other model is ever used", async () => {
+    const [node, e, script] = inlineHarness("fallback", `out({ type: "turn.end", session: cmd.session, turn: cmd.turn, status: "completed" });`);
+    const fallback = script!.replace('id: "gpt-4o-mini", api', 'id: "gpt-4o", api');
+    expect(fallback).not.toBe(script);
+    rig = await Rig.start({ harness: { command: [node!, e!, fallback] } });
+    const fake = await rig.open("sess-fallback");
+    expect(await fake.ups.next((m) => m.t === "opened" || m.t === "open_failed")).toMatchObject({
+      t: "open_failed",
+      message: "the harness resolved model openai/gpt-4o instead of openai/gpt-4o-mini",
+    });
+  });
+
   it("takes turn.end interrupted without an error as an interruption (conflict), not a failure", async () => {
     rig = await Rig.start({ harness: { command: inlineHarness("bare-interrupt", `out({ type: "turn.end", session: cmd.session, turn: cmd.turn, status: "interrupted" });`) } });
     const fake = await rig.open("sess-bare");

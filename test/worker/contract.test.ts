@@ -40,11 +40,11 @@ describe("the published contract", () => {
     const wrong = await api(`/sessions/${id}`, { method: "POST", body: "{}" });
     expect(wrong.status).toBe(404);
     expect(wrong.headers.get("Allow")).toBe("GET, HEAD");
-    expect(await wrong.json()).toMatchObject({ error: { code: "not_found", message: "POST is not a method of /sessions/{id}; it takes GET" } });
+    expect(await wrong.json()).toMatchObject({ error: { code: "not_found", message: "POST is not a method of /sessions/{id}; it takes GET, HEAD" } });
     const options = await api("/sessions", { method: "OPTIONS" });
     expect(options.status).toBe(404);
     expect(options.headers.get("Allow")).toBe("GET, HEAD, POST");
-    expect(((await options.json()) as { error: { message: string } }).error.message).toBe("OPTIONS is not a method of /sessions; it takes GET, POST");
+    expect(((await options.json()) as { error: { message: string } }).error.message).toBe("OPTIONS is not a method of /sessions; it takes GET, HEAD, POST");
     const nowhere = await api("/no-such-path", { method: "POST", body: "{}" });
     expect(nowhere.status).toBe(404);
     expect(nowhere.headers.get("Allow")).toBeNull();
