@@ -80,6 +80,8 @@ export type PoolOptions = {
   /** Latest grant per prefix seen on this runner-host: a new process is started with all of them. */
   grants(): Iterable<ProviderGrant>;
   onChange?(): void;
+  /** How long a harness command may take to be answered, ms (harness-process.ts's default unless set). */
+  requestTimeoutMs?: number;
 };
 
 type Residency = { proc: PooledProcess; open: boolean; model?: ResolvedModel; turn: boolean; lastUsed: number };
@@ -405,6 +407,7 @@ export class HarnessPool {
         rootDir: this.#o.rootDir,
         baseDir: this.#o.baseDir,
         log: this.#o.log,
+        ...(this.#o.requestTimeoutMs !== undefined ? { requestTimeoutMs: this.#o.requestTimeoutMs } : {}),
       },
       providers,
       (proc, exit, expected) => this.#onExit(proc, exit, expected),
@@ -412,7 +415,9 @@ export class HarnessPool {
     this.#procs.set(harness, [...(this.#procs.get(harness) ?? []), p]);
     p.ready.then(
       () => {
-        this.#spareFailed.delete(harness);
+        // Only a start for a session: a spare's own start would clear what its sibling's
+        // unasked end just set, and spares would replace each other for good.
+        if (!p.spare) this.#spareFailed.delete(harness);
         telemetry().runnerStartup(harness, p.hp!.startupMs);
         this.#o.log("info", "harness process started", { harness, pid: p.pid, engine: p.hp!.ready.engine, startup_ms: Math.round(p.hp!.startupMs), spare: p.spare });
         if (p.spare) this.#pump(); // a waiting request may take it now

@@ -35,6 +35,7 @@ export type ProcessSpawn = {
   rootDir: string;
   baseDir?: string;
   log: Logger;
+  requestTimeoutMs?: number;
 };
 
 export class PooledProcess {
@@ -103,11 +104,18 @@ export class PooledProcess {
     } catch (err) {
       if (err instanceof OpenError) throw err;
       if (err instanceof HarnessError && err.code === "too_large") throw new OpenError(`the session cannot be opened: ${err.message}`);
+      if (err instanceof HarnessError && err.code === "request_timeout") {
+        // Answered late, the open (or the parts staged for it) would stay in the harness: the
+        // detach, sent after it on the same stdin, drops either, so a later open starts clean.
+        void this.detach(key);
+        throw new OpenError(`the harness did not answer: ${foreign(err.message)}`);
+      }
       throw new OpenError(`the harness process ended during open: ${foreign((err as Error).message)}`);
     }
     if (!res.ok) throw new OpenError(`the harness could not open the session: ${foreign(res.error.message)}`);
     const got = res.result.model;
-    if (`${got.provider}/${got.id}` !== cmd.model) {
+    const slash = cmd.model.indexOf("/");
+    if (got.provider !== cmd.model.slice(0, slash) || got.id !== cmd.model.slice(slash + 1)) {
       // A fallback to another model fails the session's turn (docs/configuration.md "Providers"),
       // at open as on every reply: the session is freed in the harness again.
       await this.detach(key);
@@ -147,6 +155,7 @@ export class PooledProcess {
         baseDir: spawn.baseDir,
         label: spawn.harness,
         log: (rec) => relog(spawn.log, rec),
+        ...(spawn.requestTimeoutMs !== undefined ? { requestTimeoutMs: spawn.requestTimeoutMs } : {}),
       });
     } catch (err) {
       this.state = "gone";

@@ -69,6 +69,8 @@ export type RunnerHostOptions = {
   linkGiveUpMs?: number;
   /** YIELD_AFTER_MS unless set (tests). */
   yieldAfterMs?: number;
+  /** How long a harness command may take to be answered, ms: DEFAULT_REQUEST_TIMEOUT_MS unless set (tests). */
+  harnessRequestTimeoutMs?: number;
 };
 
 export class RunnerHost {
@@ -102,6 +104,7 @@ export class RunnerHost {
       log: this.#log,
       grants: () => this.#grants.values(),
       onChange: () => this.#control.statusChanged(),
+      ...(o.harnessRequestTimeoutMs !== undefined ? { requestTimeoutMs: o.harnessRequestTimeoutMs } : {}),
     });
     this.#control = new ControlClient({
       baseUrl: o.baseUrl,

@@ -317,7 +317,7 @@ export class SessionRunner implements PoolSession {
     if (tool && tool.tenants.includes(this.#open!.tenant)) {
       return { kind: "host", tool, ...(bound?.parameters ? { parameters: bound.parameters } : {}), credential: bound?.credential === true };
     }
-    if (!tool) return { kind: "refused", message: `tool ${name} is no longer configured on this runner-host` };
+    if (!tool) return { kind: "refused", message: `tool ${name} is not configured on this runner-host` };
     return { kind: "refused", message: `tool ${name} is not enabled for this session's tenant` };
   }
 

@@ -8,6 +8,7 @@
  * (shutdown, model fallback) decides the final status whatever the harness reports; a harness
  * that does not end an interrupted turn within `INTERRUPT_GRACE_MS` is killed.
  */
+import { HarnessError } from "./harness/harness-process.ts";
 import type { TurnEndEvent, SessionEvent } from "./harness/protocol.ts";
 import type { TurnSlot } from "./harness-pool.ts";
 import { DeltaBuffer } from "./delta-buffer.ts";
@@ -111,7 +112,12 @@ export class Turn {
     this.#tools = new TurnTools({ ...this.#o, hp, trace, signal: this.#abort.signal, beforeSend: () => this.#deltas.flush() });
     this.#unsubscribe = hp.onEvent(this.#o.key, (e) => this.#onEvent(e));
     const res = await hp.request({ op: "run", session: this.#o.key, turn: this.id, text }).catch((err: Error) => err);
-    if (res instanceof Error) return this.end({ status: "failed", error: { code: "service_error", message: `the harness did not take the turn: ${foreign(res.message)}` } });
+    if (res instanceof Error) {
+      // A `run` answered late may still start the turn in the harness: the interrupt, sent after
+      // it on the same stdin, stops it there (a turn nobody reads would spend provider tokens).
+      if (res instanceof HarnessError && res.code === "request_timeout") hp.request({ op: "interrupt", session: this.#o.key }).catch(() => {});
+      return this.end({ status: "failed", error: { code: "service_error", message: `the harness did not take the turn: ${foreign(res.message)}` } });
+    }
     if (!res.ok) {
       return this.end({ status: "failed", error: { code: "service_error", message: `the harness refused the turn: ${foreign(res.error.message)}` } });
     }

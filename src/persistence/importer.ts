@@ -118,7 +118,7 @@ export function endsClosed(d: Download): boolean {
  * The keys that only the cut-off tail used are recorded in `sync_orphans`, for the uploader to
  * delete once latest.json no longer names them.
  */
-export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download, mode: "load" | "restore", now: string): void {
+export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download, mode: "load" | "restore", now: string, storage: string): void {
   const sql = s.storage.sql;
   const offset = m.checkpoint?.offset ?? 0;
   const kept = keptBlocks(m.history, offset);
@@ -210,11 +210,12 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
     // A restore must repoint latest.json; either way the part of the history between the last whole
     // block and the checkpoint is uploaded again as a block of its own. The caller marks it dirty.
     sql.exec(
-      `INSERT OR REPLACE INTO sync (one, uploaded_offset, inflight, dirty_at, failures, retry_at, error, published, latest_stale, queued)
-       VALUES (1, ?, NULL, NULL, 0, NULL, NULL, ?, ?, COALESCE((SELECT queued FROM sync), 0))`,
+      `INSERT OR REPLACE INTO sync (one, uploaded_offset, inflight, dirty_at, failures, retry_at, error, published, latest_stale, queued, storage)
+       VALUES (1, ?, NULL, NULL, 0, NULL, NULL, ?, ?, COALESCE((SELECT queued FROM sync), 0), ?)`,
       kept.at(-1)?.end ?? 0,
       published ? JSON.stringify(published) : null,
       mode === "restore" ? 1 : 0,
+      storage,
     );
     for (const key of orphans) sql.exec("INSERT OR IGNORE INTO sync_orphans (key) VALUES (?)", key);
     // What this state names is never deleted, whatever an earlier restore had cut off.

@@ -144,7 +144,8 @@ export class SessionSync {
    * The upload state describes one storage (`storageIdentity`). After the deployment's storage
    * changed, nothing this session uploaded is in the new one, so the state starts over and the
    * next round uploads the whole session there (what the old storage holds stays as it is). A row
-   * that never recorded its storage (written by an earlier release) takes the configured one.
+   * that never recorded its storage (written by an earlier release) takes the configured one: so
+   * storage must not move in the deploy that upgrades to this release (docs/deploy.md "Upgrade").
    */
   #adoptStorage(p: Persistence): void {
     this.#ensureRow();
@@ -339,7 +340,7 @@ export class SessionSync {
       // asked for before it was: the restore is refused instead, and can be asked for again.
       if (this.#state.require().version !== version) throw conflict("the session changed while it was being restored; restore again");
       this.#state.storage.transactionSync(() => {
-        apply(this.#state, c.layout, m, d, "restore", new Date().toISOString());
+        apply(this.#state, c.layout, m, d, "restore", new Date().toISOString(), storageIdentity(c.p));
         release();
       });
     });
@@ -369,7 +370,7 @@ export class SessionSync {
     checkManifestFor(m, { id, tenant });
     const d = await download(store, m, layout);
     if (this.#state.row()) return true;
-    apply(this.#state, layout, m, d, "load", new Date().toISOString());
+    apply(this.#state, layout, m, d, "load", new Date().toISOString(), storageIdentity(p));
     await this.changed();
     return true;
   }

@@ -18,8 +18,11 @@ const NATIVE_READ = 200;
 type Unnumbered<T> = T extends { seq: number } ? Omit<T, "seq"> : never;
 export type OpenMessage = Unnumbered<Extract<LinkDown, { t: "open" } | { t: "native" }>>;
 
+/** The provider prefix of a `provider/model` id (create refuses one without a `/`). */
+const providerOf = (model: string) => model.slice(0, model.indexOf("/"));
+
 export function providerGrant(rt: Runtime, model: string): ProviderGrant | undefined {
-  const prefix = model.slice(0, model.indexOf("/"));
+  const prefix = providerOf(model);
   const p = Object.hasOwn(rt.config.providers, prefix) ? rt.config.providers[prefix] : undefined;
   const key = p ? rt.vars[p.api_key_env] : undefined;
   if (!p || !key) return undefined;
@@ -38,7 +41,7 @@ export function providerGrant(rt: Runtime, model: string): ProviderGrant | undef
 export function cannotRun(rt: Runtime, row: Pick<SessionRow, "harness" | "config">): string | undefined {
   if (!Object.hasOwn(rt.config.harnesses, row.harness)) return `harness "${row.harness}" is no longer configured`;
   const model: string = JSON.parse(row.config).model;
-  const prefix = model.slice(0, model.indexOf("/"));
+  const prefix = providerOf(model);
   if (!Object.hasOwn(rt.config.providers, prefix)) return `provider "${prefix}" of model "${model}" is no longer configured`;
   if (!providerGrant(rt, model)) return `the key of provider "${prefix}" is not available`;
   return undefined;
@@ -47,7 +50,7 @@ export function cannotRun(rt: Runtime, row: Pick<SessionRow, "harness" | "config
 export function openMessages(rt: Runtime, row: SessionRow, turns: Turns): OpenMessage[] | { error: string } {
   const config = JSON.parse(row.config) as SessionConfig;
   const provider = providerGrant(rt, config.model);
-  if (!provider) return { error: cannotRun(rt, row) ?? `the key of provider "${config.model.split("/")[0]}" is not available` };
+  if (!provider) return { error: cannotRun(rt, row)! }; // it names why there is no grant
 
   const parts: unknown[][] = [];
   let part: unknown[] = [];

@@ -23,7 +23,7 @@ import type { Turns } from "./turns.ts";
 
 export type SchedulerParts = {
   state: Pick<SessionState, "row" | "require" | "storage" | "endWork">;
-  turns: Pick<Turns, "running" | "hasQueued" | "start">;
+  turns: Pick<Turns, "running" | "hasQueued" | "start" | "failNext">;
   link: Pick<RunnerLink, "newLease" | "socket" | "push" | "release">;
   placement: Pick<Placement, "place" | "claim" | "withdraw">;
   publication: Pick<Publication, "publish">;
@@ -117,15 +117,15 @@ export class Scheduler {
    * The configuration changed under the session (cannotRun): its input fails now — the running or
    * first queued input with `service_error` naming the cause, the rest with `conflict` — and the
    * session is `failed`, instead of being placed again and again or waiting for a runner-host
-   * that will never take it. A resume, once the configuration has what it needs, runs it again.
+   * that will never take it. Once the configuration has what it needs, a resume and a new message
+   * go on from there.
    */
   async #failBlocked(message: string): Promise<void> {
     const waiting = this.#p.state.require().link_state === "requested";
     const events = this.#p.state.storage.transactionSync(() => {
-      const started = this.#p.turns.running() ? [] : (this.#p.turns.start(now())?.events ?? []);
-      const ended = this.#p.state.endWork(now(), "failed", { running: { code: "service_error", message }, queued: "the session failed" });
+      const ended = this.#p.turns.failNext(now(), message);
       if (this.#p.state.require().link_state !== "none") this.#p.link.release(message);
-      return [...started, ...ended];
+      return ended;
     });
     log("warn", "session cannot run under the configuration", { session_id: this.#p.state.row()?.id, reason: message });
     this.#p.publication.publish(events);

@@ -170,6 +170,14 @@ export class SessionObject extends DurableObject<Env> {
 
   /** `draining`: the service is shutting down, so only a repeated key's message is answered (with its original event). */
   async send(input: Input, traceparent?: string, draining = false): Promise<Result<Event | Status>> {
+    const sent = await this.#send(input, traceparent, draining);
+    // Refused because the session cannot run under the configuration (`cannotRun`): input it
+    // already held cannot run either, and fails now (scheduler.ts) rather than waiting for good.
+    if (!sent.ok && sent.error.code === "unsupported" && input.type === "user.message") await this.#work.schedule();
+    return sent;
+  }
+
+  async #send(input: Input, traceparent: string | undefined, draining: boolean): Promise<Result<Event | Status>> {
     const rt = await getRuntime(this.env);
     const { limits } = rt.config;
     if (draining && input.type === "user.message") {

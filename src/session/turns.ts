@@ -107,17 +107,7 @@ export class Turns {
         return { events: [], opened: true };
       case "open_failed": {
         this.#s.set({ link_state: "none" });
-        // The turn that needed the harness cannot run: it begins (`running`, as every turn does:
-        // an unsupported model fails from `running`, docs/api.md "Turns"), fails, and later inputs
-        // are cancelled.
-        const first = this.#sql.exec<{ seq: number; event_id: string }>("SELECT seq, event_id FROM inputs ORDER BY seq LIMIT 1").toArray()[0];
-        if (!first) return { events: [], detached: true };
-        this.#sql.exec("UPDATE inputs SET state = 'running' WHERE seq = ?", first.seq);
-        const events = [
-          ...this.#s.setStatus(now, "running", first.event_id),
-          ...this.#s.endWork(now, "failed", { running: { code: "service_error", message: m.message }, queued: "the session failed" }),
-        ];
-        return { events, detached: true };
+        return { events: this.failNext(now, m.message), detached: true };
       }
       case "native":
         this.#s.addNative(m.records.map((r) => JSON.stringify(r)));
@@ -172,6 +162,22 @@ export class Turns {
         return { events, detached: true, next: true };
       }
     }
+  }
+
+  /**
+   * The input that would run next cannot (its harness could not open the session, or the session
+   * cannot run under the configuration): it begins (`running`, as every turn does: an unsupported
+   * model fails from `running`, docs/api.md "Turns") and fails with `message` (`service_error`),
+   * later inputs are cancelled, and the session is `failed`. Nothing when it holds no input.
+   */
+  failNext(now: string, message: string): LoggedEvent[] {
+    const first = this.#sql.exec<{ seq: number; event_id: string }>("SELECT seq, event_id FROM inputs ORDER BY seq LIMIT 1").toArray()[0];
+    if (!first) return [];
+    this.#sql.exec("UPDATE inputs SET state = 'running' WHERE seq = ?", first.seq);
+    return [
+      ...this.#s.setStatus(now, "running", first.event_id),
+      ...this.#s.endWork(now, "failed", { running: { code: "service_error", message }, queued: "the session failed" }),
+    ];
   }
 
   #end(m: Extract<LinkUp, { t: "turn_end" }>, now: string): LoggedEvent[] {

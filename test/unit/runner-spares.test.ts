@@ -3,6 +3,7 @@
  * tenant, so a session that needs a new process takes one that is already running.
  */
 import { afterEach, describe, expect, it } from "vitest";
+import { inlineHarness } from "./harness-helpers.ts";
 import { opened, Rig, turnEnd } from "./runner-setup.ts";
 
 let rig: Rig | undefined;
@@ -84,6 +85,22 @@ describe("spare harness processes", () => {
     const b = await rig.open("spare-ends-b", { tenant: "b" });
     await opened(b);
     expect(await spareStarted(rig)).not.toBe(spare);
+  });
+
+  it("spares of a harness that exits when it holds no session do not replace each other: one spare's start is no real start", async () => {
+    // Exits 20 ms after `init` unless a session opens in it, before a sibling can start. With spares
+    // 2 started one at a time, each spare's start would clear what its sibling's end had set, and
+    // they would replace each other for good.
+    const [node, e, script] = inlineHarness("leaver", `out({ type: "turn.end", session: cmd.session, turn: cmd.turn, status: "completed" });`);
+    const leaver = script!.replace(`if (cmd.op === "init")`, `if (cmd.op === "open") clearTimeout(globalThis.leave); if (cmd.op === "init") globalThis.leave = setTimeout(() => process.exit(0), 20); if (cmd.op === "init")`);
+    rig = await Rig.start({ harness: { command: [node!, e!, leaver], spares: 2, max_starting: 1 } });
+    const a = await rig.open("spare-leavers");
+    await opened(a);
+    const first = await spareStarted(rig);
+    await rig.logs.next((l) => l.msg === "harness process ended" && l.fields.pid === first);
+    const second = await spareStarted(rig); // started while the first one was ready, before it ended
+    await rig.logs.next((l) => l.msg === "harness process ended" && l.fields.pid === second);
+    expect(rig.host.pool.processes("ref").filter((p) => p.spare)).toEqual([]);
   });
 
   it("a spare started with the old provider key is replaced when the key changes", async () => {

@@ -192,7 +192,7 @@ describe("runner-host turns", () => {
     const byCall = new Map(results.map((r) => (r.t === "tool_result" ? [r.call_id, r.result] : ["", null])));
     const callIdOf = (name: string) => calls.flatMap((c) => (c.t === "tool_call" && c.call.name === name ? [c.call.id] : []))[0]!;
     const [orphan, unknown] = [byCall.get(callIdOf("orphan_tool")), byCall.get(callIdOf("not_a_tool"))];
-    expect(orphan).toMatchObject({ is_error: true, content: [{ text: "tool orphan_tool is no longer configured on this runner-host" }] });
+    expect(orphan).toMatchObject({ is_error: true, content: [{ text: "tool orphan_tool is not configured on this runner-host" }] });
     expect(orphan?.unknown_outcome).toBeUndefined();
     expect(unknown).toMatchObject({ is_error: true });
     expect(rig.tools.calls.items).toHaveLength(0);
@@ -376,6 +376,44 @@ describe("runner-host turns with a harness of another author", () => {
       t: "open_failed",
       message: "the harness resolved model openai/gpt-4o instead of openai/gpt-4o-mini",
     });
+  });
+
+  it("a command answered after its timeout leaves nothing running unread: a late open is detached, a late run interrupted", async () => {
+    // Answers an open with instructions "late", and every run, 300 ms late; says on stderr what it got.
+    const script = `const out = (m) => process.stdout.write(JSON.stringify(m) + "\\n");
+      out({ type: "ready", protocol: 1, engine: "late", max_line_bytes: 1 << 20 });
+      let buf = "";
+      process.stdin.on("data", (c) => {
+        buf += c;
+        for (let i; (i = buf.indexOf("\\n")) >= 0; ) {
+          const cmd = JSON.parse(buf.slice(0, i));
+          buf = buf.slice(i + 1);
+          const ok = (result) => out({ type: "response", id: cmd.id, ok: true, result });
+          if (cmd.op === "interrupt" || cmd.op === "detach") process.stderr.write("got " + cmd.op + "\\n");
+          if (cmd.op === "init") ok({ engine: "e", catalog: "c" });
+          else if (cmd.op === "open") {
+            const r = { model: { provider: "openai", id: "gpt-4o-mini", api: "openai-completions", context_window: 1 }, thinking_level: "off", records: 0 };
+            if (cmd.instructions === "late") setTimeout(() => ok(r), 300);
+            else ok(r);
+          } else if (cmd.op === "run") setTimeout(() => ok({}), 300);
+          else if (cmd.op === "ping") ok({ sessions: 1, running: 0 });
+          else ok({});
+        }
+      });`;
+    rig = await Rig.start({ harness: { command: ["node", "-e", script] }, host: { harnessRequestTimeoutMs: 100 } });
+    const stderr = (line: string) => rig!.logs.next((l) => l.msg === "harness stderr" && l.fields.line === line);
+    const late = await rig.open("sess-late-open", { instructions: "late" });
+    expect(await late.ups.next((m) => m.t === "opened" || m.t === "open_failed")).toMatchObject({
+      t: "open_failed",
+      message: "the harness did not answer: open got no response within 100 ms",
+    });
+    await stderr("got detach");
+
+    const fake = await rig.open("sess-late-run");
+    await opened(fake);
+    const turn = rig.run(fake, "hello");
+    expect(await turnEnd(fake, turn)).toMatchObject({ status: "failed", error: { code: "service_error", message: "the harness did not take the turn: run got no response within 100 ms" } });
+    await stderr("got interrupt");
   });
 
   it("takes turn.end interrupted without an error as an interruption (conflict), not a failure", async () => {

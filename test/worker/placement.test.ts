@@ -8,7 +8,8 @@ import { env, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { POOL_NAME } from "../../src/runner/pool-name.ts";
 import type { RunnerPool } from "../../src/runner/runner-pool.ts";
-import { api, connectRunner, createSession, withTimeout } from "./helpers.ts";
+import { SessionState } from "../../src/session/session-state.ts";
+import { api, connectRunner, createSession, sessionStub, withTimeout } from "./helpers.ts";
 
 
 const message = (id: string) => api(`/sessions/${id}/events`, { method: "POST", body: JSON.stringify({ type: "user.message", text: "hi" }) });
@@ -70,6 +71,28 @@ describe("placement", () => {
     );
     await withTimeout(attached, 5_000, "the handed-back session's attach");
     ws.close();
+  });
+
+  it("a message to a session whose harness is no longer configured is 422, and the input it held waiting fails with the cause", async () => {
+    const s = await createSession();
+    const held = await message(s.id); // no runner-host: it waits in the pool
+    expect(held.status).toBe(202);
+    const heldId = ((await held.json()) as { id: string }).id;
+    // As after a deploy that removed the harness; no alarm left to move anything on by itself.
+    await runInDurableObject(sessionStub(s.id), async (_, state) => {
+      new SessionState(state.storage).set({ harness: "retired" });
+      await state.storage.deleteAlarm();
+    });
+    const r = await message(s.id);
+    expect(r.status).toBe(422);
+    expect(((await r.json()) as { error: { message: string } }).error.message).toBe('harness "retired" is no longer configured: the session cannot run');
+    const events = ((await (await api(`/sessions/${s.id}/events`)).json()) as { events: { type: string; input_id?: string; data: Record<string, unknown> }[] }).events;
+    expect(events.map((e) => [e.type, e.data.status ?? e.data.code ?? null, e.input_id ?? null])).toEqual([
+      ["user.message", null, null],
+      ["session.status", "running", heldId],
+      ["session.error", "service_error", heldId],
+      ["session.status", "failed", null],
+    ]);
   });
 
   it("accepts when a full runner-host has an idle session it can drop", async () => {
