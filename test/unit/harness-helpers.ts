@@ -101,11 +101,10 @@ export function initCommand(url: string, key = "test-key-1"): CommandInput<"init
 }
 
 /**
- * A minimal inline harness for fault tests: says ready, accepts init and open, answers `run` and
- * then runs `onRun` (JavaScript; `out(m)` writes one protocol line and `cmd` is the `run`), and
- * answers every other command but `export` with an empty success (`ping` with its counts).
+ * A harness from one snippet of JavaScript, run for each command after `ready`: `cmd` is the
+ * command, `out(m)` writes one protocol line and `ok(result)` answers `cmd` with a success.
  */
-export function inlineHarness(engine: string, onRun: string): string[] {
+export function commandHarness(engine: string, onCommand: string): string[] {
   return [
     "node",
     "-e",
@@ -117,12 +116,28 @@ export function inlineHarness(engine: string, onRun: string): string[] {
        for (let i; (i = buf.indexOf("\\n")) >= 0; ) {
          const cmd = JSON.parse(buf.slice(0, i));
          buf = buf.slice(i + 1);
-         if (cmd.op === "init") out({ type: "response", id: cmd.id, ok: true, result: { engine: "e", catalog: "c" } });
-         else if (cmd.op === "open") out({ type: "response", id: cmd.id, ok: true, result: { model: { provider: "openai", id: "gpt-4o-mini", api: "openai-completions", context_window: 1 }, thinking_level: "off", records: 0 } });
-         else if (cmd.op === "run") { out({ type: "response", id: cmd.id, ok: true, result: {} }); ${onRun} }
-         else if (cmd.op === "ping") out({ type: "response", id: cmd.id, ok: true, result: { sessions: 1, running: 0 } });
-         else if (cmd.op !== "export") out({ type: "response", id: cmd.id, ok: true, result: {} });
+         const ok = (result) => out({ type: "response", id: cmd.id, ok: true, result });
+         ${onCommand}
        }
      });`,
   ];
+}
+
+/** What `open` answers in the inline harnesses: the model every test session asks for. */
+export const OPENED = `{ model: { provider: "openai", id: "gpt-4o-mini", api: "openai-completions", context_window: 1 }, thinking_level: "off", records: 0 }`;
+
+/**
+ * A minimal inline harness for fault tests: says ready, accepts init and open, answers `run` and
+ * then runs `onRun` (JavaScript; `out(m)` writes one protocol line and `cmd` is the `run`), and
+ * answers every other command but `export` with an empty success (`ping` with its counts).
+ */
+export function inlineHarness(engine: string, onRun: string): string[] {
+  return commandHarness(
+    engine,
+    `if (cmd.op === "init") ok({ engine: "e", catalog: "c" });
+         else if (cmd.op === "open") ok(${OPENED});
+         else if (cmd.op === "run") { ok({}); ${onRun} }
+         else if (cmd.op === "ping") ok({ sessions: 1, running: 0 });
+         else if (cmd.op !== "export") ok({});`,
+  );
 }

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { CapacitySchema, RUNNER_PROTOCOL, type LinkUp } from "../../src/shared/runner-protocol.ts";
 import { verifyInspectionToken } from "../../src/shared/inspection-token.ts";
 import { RUNNER_SECRET } from "./runner-fake-service.ts";
-import { inlineHarness } from "./harness-helpers.ts";
+import { commandHarness, inlineHarness, OPENED } from "./harness-helpers.ts";
 import { alive, INSPECT, MCP_PROBE, opened, Rig, SLOW, TOOL_TOKEN, turnEnd, WEATHER } from "./runner-setup.ts";
 
 let rig: Rig | undefined;
@@ -380,30 +380,19 @@ describe("runner-host turns with a harness of another author", () => {
 
   it("a command answered after its timeout leaves nothing running unread: a late open is detached, a late run interrupted", async () => {
     // Answers an open with instructions "late", and every run, 300 ms late; says on stderr what it got.
-    const script = `const out = (m) => process.stdout.write(JSON.stringify(m) + "\\n");
-      out({ type: "ready", protocol: 1, engine: "late", max_line_bytes: 1 << 20 });
-      let buf = "";
-      process.stdin.on("data", (c) => {
-        buf += c;
-        for (let i; (i = buf.indexOf("\\n")) >= 0; ) {
-          const cmd = JSON.parse(buf.slice(0, i));
-          buf = buf.slice(i + 1);
-          const ok = (result) => out({ type: "response", id: cmd.id, ok: true, result });
-          if (cmd.op === "interrupt" || cmd.op === "detach") process.stderr.write("got " + cmd.op + "\\n");
-          if (cmd.op === "init") ok({ engine: "e", catalog: "c" });
-          else if (cmd.op === "open") {
-            const r = { model: { provider: "openai", id: "gpt-4o-mini", api: "openai-completions", context_window: 1 }, thinking_level: "off", records: 0 };
-            if (cmd.instructions === "late") setTimeout(() => ok(r), 300);
-            else ok(r);
-          } else if (cmd.op === "run") setTimeout(() => ok({}), 300);
-          else if (cmd.op === "ping") ok({ sessions: 1, running: 0 });
-          else ok({});
-        }
-      });`;
-    rig = await Rig.start({ harness: { command: ["node", "-e", script] }, host: { harnessRequestTimeoutMs: 100 } });
+    const late = commandHarness(
+      "late",
+      `if (cmd.op === "interrupt" || cmd.op === "detach") process.stderr.write("got " + cmd.op + "\\n");
+       if (cmd.op === "init") ok({ engine: "e", catalog: "c" });
+       else if (cmd.op === "open") setTimeout(() => ok(${OPENED}), cmd.instructions === "late" ? 300 : 0);
+       else if (cmd.op === "run") setTimeout(() => ok({}), 300);
+       else if (cmd.op === "ping") ok({ sessions: 1, running: 0 });
+       else ok({});`,
+    );
+    rig = await Rig.start({ harness: { command: late }, host: { harnessRequestTimeoutMs: 100 } });
     const stderr = (line: string) => rig!.logs.next((l) => l.msg === "harness stderr" && l.fields.line === line);
-    const late = await rig.open("sess-late-open", { instructions: "late" });
-    expect(await late.ups.next((m) => m.t === "opened" || m.t === "open_failed")).toMatchObject({
+    const lateOpen = await rig.open("sess-late-open", { instructions: "late" });
+    expect(await lateOpen.ups.next((m) => m.t === "opened" || m.t === "open_failed")).toMatchObject({
       t: "open_failed",
       message: "the harness did not answer: open got no response within 100 ms",
     });
