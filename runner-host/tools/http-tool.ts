@@ -7,7 +7,7 @@
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { validateInput } from "./json-schema.ts";
 import { MAX_JSON_DEPTH, notAsSent, parseWithinDepth } from "../../src/shared/json-text.ts";
-import { CallBudget, checkOutput, errorResult, label, neverSent, parseResult, stoppedResult } from "./outcome.ts";
+import { CallBudget, checkOutput, errorResult, label, neverSent, parseResult, stoppedResult, undecodable } from "./outcome.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import type { ToolResult } from "../../src/shared/result-schema.ts";
 import type { ToolCallContext, ToolCallRequest, ToolEnv } from "./types.ts";
@@ -77,6 +77,7 @@ export async function callHttpTool(tool: HostTool, req: ToolCallRequest, ctx: To
   } catch (err) {
     if (budget.stopped) return stoppedResult(tool, budget.stopped);
     if (err instanceof BrokenAnswer) return errorResult(`${label(tool)} ${err.message}`, true);
+    if (undecodable(err)) return errorResult(`${label(tool)} answer could not be decoded (its Content-Encoding)`, true);
     return stoppedResult(tool, "dropped");
   } finally {
     budget.dispose();

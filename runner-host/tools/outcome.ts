@@ -145,6 +145,16 @@ const NOT_CONNECTED = new Set([
  * fetch refusing a blocked port before connecting. Anything else counts as possibly sent.
  */
 export function neverSent(err: unknown): boolean {
+  return someCause(err, (code, message) => (typeof code === "string" && NOT_CONNECTED.has(code)) || message === "bad port");
+}
+
+/** The answer's body failed to decode (a `Content-Encoding` it does not hold: zlib's `Z_…` codes). */
+export function undecodable(err: unknown): boolean {
+  return someCause(err, (code) => typeof code === "string" && code.startsWith("Z_"));
+}
+
+/** Whether `err`, or any error among its causes (and an AggregateError's errors), matches. */
+function someCause(err: unknown, match: (code: unknown, message: unknown) => boolean): boolean {
   const seen = new Set<unknown>();
   const stack = [err];
   while (stack.length > 0) {
@@ -152,8 +162,7 @@ export function neverSent(err: unknown): boolean {
     if (typeof e !== "object" || e === null || seen.has(e)) continue;
     seen.add(e);
     const { code, message, cause, errors } = e as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
-    if (typeof code === "string" && NOT_CONNECTED.has(code)) return true;
-    if (message === "bad port") return true;
+    if (match(code, message)) return true;
     stack.push(cause);
     if (Array.isArray(errors)) stack.push(...errors);
   }

@@ -265,6 +265,14 @@ describe("failures after dispatch: unknown_outcome true", () => {
     expectError(await call(tool).result, true, /connection dropped before the result arrived/);
   });
 
+  it("a body its Content-Encoding does not hold", async () => {
+    const tool = route((_q, res) => {
+      res.writeHead(200, { "content-type": "application/json", "content-encoding": "gzip" });
+      res.end("not gzip at all");
+    });
+    expectError(await call(tool).result, true, /answer could not be decoded \(its Content-Encoding\)/);
+  });
+
   it("a drop before any response", async () => {
     const tool = route((req) => req.socket.destroy());
     expectError(await call(tool).result, true, /connection failed after the request was sent/);
