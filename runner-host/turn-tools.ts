@@ -157,7 +157,7 @@ export class TurnTools {
       // fetched now and dropped with the call.
       const credential = withCredential ? await this.#o.session.credential(c.id, this.#o.signal) : undefined;
       if (credential !== undefined && typeof credential === "object" && "error" in credential) {
-        result = errorResult(`tool "${c.name}" is missing its credential`, false);
+        result = errorResult(`tool "${c.name}" could not use its credential override: ${credential.error}`, false);
       } else {
         if (typeof credential === "string") {
           ctx.bearer = credential;

@@ -244,6 +244,15 @@ export async function startLocalStack(o: LocalStackOptions): Promise<number> {
       const { file, apply } = reloadEnvFileBeside(o.configPath, next);
       const problems = checkEnvironment(o.config, next);
       if (problems.length > 0) return log("error", "reload refused: the environment would not start; nothing changed", { env_file: file ?? null, problems: problems.join("; ") });
+      // Another value under a credential key's id could not decrypt one override encrypted before:
+      // every session holding one would lose its credential. A new key is a new id (a restart).
+      const changedKeys = Object.entries(o.config.credential_keys?.keys ?? {}).filter(([, v]) => next[v] !== process.env[v]);
+      if (changedKeys.length > 0) {
+        return log("error", "reload refused: a credential key changed its value; add a new key id (and make it active) instead; nothing changed", {
+          env_file: file ?? null,
+          keys: changedKeys.map(([id]) => id).join(", "),
+        });
+      }
       const secretVar = o.config.runners?.token_env;
       if (secretVar && next[secretVar] !== process.env[secretVar]) {
         log("warn", "the runner secret is read at start only: restart svc and its runner-hosts to rotate it", { variable: secretVar });

@@ -181,6 +181,15 @@ export class SessionSync {
     if (!s.queued) await this.#enterBacklog(p);
   }
 
+  /**
+   * The session's own record changed with no new history (a rebind): `latest.json`, which carries
+   * that record, is written again at the next round, so storage (and a load elsewhere) has it.
+   */
+  async recordChanged(): Promise<void> {
+    this.#state.storage.sql.exec("UPDATE sync SET latest_stale = 1");
+    await this.changed();
+  }
+
   async #enterBacklog(p: Persistence): Promise<void> {
     try {
       await this.#backlog.enter(this.#name(), p.queue, true);

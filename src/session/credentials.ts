@@ -9,6 +9,7 @@ import { invalid, unsupported } from "../shared/errors.ts";
 import type { EncryptedCredential } from "./record.ts";
 import { fromBase64, toBase64 } from "../shared/base64.ts";
 import { aesKeyProblem } from "../shared/config-env.ts";
+import { credentialHeaderProblem } from "../shared/credential-headers.ts";
 
 /**
  * What an HTTP header value may hold (tab, visible ASCII, space, Latin-1): a value outside it
@@ -29,8 +30,12 @@ export function checkCredentialValue(alias: string, value: unknown): void {
     if (keys.length === 1 && typeof headers === "object" && headers !== null && !Array.isArray(headers)) {
       const entries = Object.entries(headers);
       if (entries.length > 0 && entries.every(([k, v]) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(k) && typeof v === "string")) {
-        if (entries.every(([, v]) => HEADER_VALUE.test(v as string))) return;
-        throw invalid(`credentials for "${alias}": header values must be usable in an HTTP header (no control characters, nothing beyond Latin-1)`);
+        if (!entries.every(([, v]) => HEADER_VALUE.test(v as string))) {
+          throw invalid(`credentials for "${alias}": header values must be usable in an HTTP header (no control characters, nothing beyond Latin-1)`);
+        }
+        const problem = credentialHeaderProblem(headers as Record<string, string>);
+        if (problem) throw invalid(`credentials for "${alias}": ${problem}`);
+        return;
       }
     }
   }

@@ -89,8 +89,8 @@ export class RuntimeCalls {
       const credential = await this.#decrypt(row, b.alias);
       if (credential !== undefined) d.credential = credential;
     } catch (e) {
-      log("warn", "credential override could not be decrypted", { session_id: row.id, alias: b.alias, error: e instanceof Error ? e.name : "error" });
-      result = errorResult(`tool "${name}" is missing its credential`, false);
+      log("warn", "credential override could not be decrypted", { session_id: row.id, alias: b.alias, error: e instanceof Error ? e.message : "error" });
+      result = errorResult(`tool "${name}" could not use its credential override: its key was removed or changed`, false);
     }
     if (!result) {
       try {
@@ -148,8 +148,8 @@ export class RuntimeCalls {
       if (value === undefined) return { t: "credential", call_id: callId, error: "the binding has no credential override" };
       return { t: "credential", call_id: callId, value };
     } catch (e) {
-      log("warn", "credential override could not be decrypted", { session_id: row.id, alias: b.alias, error: e instanceof Error ? e.name : "error" });
-      return { t: "credential", call_id: callId, error: "the credential override could not be decrypted" };
+      log("warn", "credential override could not be decrypted", { session_id: row.id, alias: b.alias, error: e instanceof Error ? e.message : "error" });
+      return { t: "credential", call_id: callId, error: "its key was removed or changed" };
     }
   }
 
@@ -189,7 +189,13 @@ export class RuntimeCalls {
     const c = this.#sql.exec<EncryptedCredential>("SELECT alias, key_id, iv, ciphertext FROM credentials WHERE alias = ?", alias).toArray()[0];
     if (!c) return undefined;
     const rt = await getRuntime(this.#env);
-    return (await decryptCredential(rt.config, rt.vars, { tenant: row.tenant, sessionId: row.id }, c)) as CredentialValue;
+    try {
+      return (await decryptCredential(rt.config, rt.vars, { tenant: row.tenant, sessionId: row.id }, c)) as CredentialValue;
+    } catch (e) {
+      // For the operator's log: which key, and why (no message here holds key material).
+      const why = e instanceof Error && e.name === "OperationError" ? "its value does not decrypt the override (it changed)" : e instanceof Error ? e.message : "error";
+      throw new Error(`credential key "${c.key_id}": ${why}`);
+    }
   }
 }
 

@@ -262,7 +262,10 @@ export class SessionObject extends DurableObject<Env> {
   /** `POST /executors` with `session`: the runtime binding `alias` now routes to `executor`. */
   async rebind(alias: string, tools: Tool[], executor: string): Promise<Result<void>> {
     const r = asResult(() => this.#state.storage.transactionSync(() => this.#calls.rebind(alias, tools, executor, now())));
-    if (r.ok) await this.#work.pushIndex(true);
+    if (r.ok) {
+      await this.#sync.recordChanged();
+      await this.#work.pushIndex(true);
+    }
     return r;
   }
 

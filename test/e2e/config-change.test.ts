@@ -5,6 +5,8 @@
  * the configuration names now.
  */
 import { mkdtempSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -94,6 +96,47 @@ describe("a harness or provider removed from the configuration", () => {
       }
     } finally {
       await stack.stop();
+    }
+  });
+});
+
+describe("a credential key removed", () => {
+  it("calls of a session whose override it encrypted fail before they are sent, saying so; sessions under the kept key call as before", async () => {
+    const seen: (string | undefined)[] = [];
+    const tools = http.createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      req.resume().on("end", () => res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ content: [{ type: "text", text: "found" }] })));
+    });
+    await new Promise<void>((r) => tools.listen(0, "127.0.0.1", r));
+    const env = { ...baseEnv, TOOL_TOKEN: "tool-token-from-env", CK1: Buffer.alloc(32, 1).toString("base64"), CK2: Buffer.alloc(32, 2).toString("base64") };
+    const config = (credential_keys: Record<string, unknown>) => ({
+      ...stackConfig(provider, null),
+      credential_keys,
+      tools: [{ name: "search", description: "search", input_schema: { type: "object" }, url: `http://127.0.0.1:${(tools.address() as AddressInfo).port}/`, tenants: ["t"], token_env: "TOOL_TOKEN" }],
+    });
+    const withOverride = (value: string) => ({ harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [], bindings: [{ alias: "web", provider: "search" }] }, credentials: [{ binding: "web", value }] });
+    const callTool = async (url: string, id: string) => {
+      const sse = await openSse(`${url}/sessions/${id}/events`, { token: TOKEN });
+      const sent = await call(url, "POST", `/sessions/${id}/events`, { token: TOKEN, body: { type: "user.message", text: "[[tool search {}]]" } });
+      await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === sent.body.id, 20_000);
+      sse.close();
+      return sse.frames.find((f) => f.event === "tool.result")!.json.data.result;
+    };
+    let stack = await startStack({ config: config({ active: "k1", keys: { k1: "CK1" } }), env });
+    const old = (await call(stack.url, "POST", "/sessions", { token: TOKEN, body: withOverride("under-k1") })).body.id as string;
+    await stack.stop();
+    stack = await startStack({ config: config({ active: "k2", keys: { k2: "CK2" } }), env, dir: stack.dir });
+    try {
+      const fresh = (await call(stack.url, "POST", "/sessions", { token: TOKEN, body: withOverride("under-k2") })).body.id as string;
+      const before = seen.length;
+      expect(await callTool(stack.url, old)).toEqual({ content: [{ type: "text", text: 'tool "search" could not use its credential override: its key was removed or changed' }], is_error: true });
+      expect(seen.length).toBe(before); // never sent, not even with the tool's token_env
+      expect(stack.stderr()).toMatch(/"msg":"credential override could not be decrypted".*credential key \\"k1\\" is not configured/);
+      expect(await callTool(stack.url, fresh)).toEqual({ content: [{ type: "text", text: "found" }] });
+      expect(seen.at(-1)).toBe("Bearer under-k2");
+    } finally {
+      await stack.stop();
+      await new Promise((r) => tools.close(r));
     }
   });
 });

@@ -4,7 +4,7 @@
  * for a host HTTP tool, for an MCP tool, and for an executor-served tool — and the plaintext
  * reaches nothing else: no log line, no event, no response, no SQLite file on disk.
  */
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
@@ -152,6 +152,21 @@ describe("credential overrides reach the tool call", () => {
     expect(calls[0]!.arguments).toEqual({ w: 1, $credential: PLAIN.executor });
     wires.push(r.wire);
     ex.drop();
+  });
+
+  it("a reload that gives a credential key another value is refused, and overrides stay readable", async () => {
+    const before = await runTool([{ alias: "web", provider: "search" }], [{ binding: "web", value: "before-the-reload" }], "[[tool search {}]]");
+    writeFileSync(path.join(stack.dir, "config.env"), `CRED_KEY=${Buffer.alloc(32, 9).toString("base64")}\n`);
+    const mark = stack.mark();
+    stack.child.kill("SIGHUP");
+    expect(await stack.waitForLog(/"msg":"reload refused: a credential key changed its value/, 10_000, mark)).toContain('"keys":"k1"');
+    rmSync(path.join(stack.dir, "config.env"));
+    // The session's override, encrypted before, still reaches its tool.
+    const sse = await openSse(`${stack.url}/sessions/${before.id}/events`, { token: env.MANAGE });
+    const sent = await call(stack.url, "POST", `/sessions/${before.id}/events`, { token: env.MANAGE, body: { type: "user.message", text: "[[tool search {}]]" } });
+    await sse.waitFor((f) => f.event === "session.status" && f.json.data.status !== "running" && f.json.input_id === sent.body.id, 30_000);
+    sse.close();
+    expect(seen.filter((x) => x.path === "/search").at(-1)!.authorization).toBe("Bearer before-the-reload");
   });
 
   it("the plaintext is in no log line, event, response or file the service wrote", async () => {

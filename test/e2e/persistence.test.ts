@@ -9,6 +9,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
 import { call, expectApiError } from "../helpers/api.ts";
+import { registerExecutor } from "../helpers/executors.ts";
 import { openSse } from "../helpers/sse.ts";
 import { allEvents, baseEnv, createSession, expectBlocks, ndjson, readTree, stackConfig, TOKEN, turn, uncursored } from "../helpers/persistence.ts";
 import { startStack, type Stack } from "../helpers/stack.ts";
@@ -359,6 +360,23 @@ describe("persistence (filesystem)", () => {
     expect((await post(`/sessions/${b.id}/restore`, { checkpoint: b1.id })).body.checkpoint).toEqual(b1);
     a.sse.close();
     b.sse.close();
+  });
+
+  it("a rebind reaches storage: sync is pending until latest.json carries the new executor", async () => {
+    const job = { name: "job", description: "a job the executor runs", input_schema: { type: "object" } };
+    const first = await registerExecutor(stack.url, TOKEN, { binding: "jobs", tools: [job] });
+    expect(first.status).toBe(201);
+    const created = await post("/sessions", { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [], bindings: [{ alias: "jobs", executor: first.body.id }] } });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    expect((await post(`/sessions/${id}/flush`)).body.pending).toBe(false);
+    const second = await registerExecutor(stack.url, TOKEN, { binding: "jobs", tools: [job], session: id });
+    expect(second.status).toBe(201);
+    expect((await get(`/sessions/${id}/sync`)).body.pending).toBe(true);
+    expect((await post(`/sessions/${id}/flush`)).body.pending).toBe(false);
+    const latest = JSON.parse(sessionObjects(id).get("latest.json")!.toString());
+    expect(latest.session.config.bindings).toEqual([{ alias: "jobs", executor: second.body.id }]);
+    expect(latest.session.bindings).toEqual([expect.objectContaining({ alias: "jobs", executor: second.body.id })]);
   });
 
   it("restore of a running session is 409 conflict; of a closed one too", async () => {

@@ -165,6 +165,12 @@ describe("failures before the tool receives the request: unknown_outcome absent"
     expect(requestsTo(tool)).toHaveLength(0);
   });
 
+  it("a credential header the service sets itself (an override stored before create refused it): not sent", async () => {
+    const tool = route((_q, res) => json(res, 200, OK));
+    expectError(await call(tool, { ctx: { headers: { "Content-Length": "1" } } }).result, false, /^tool "probe" has a credential it cannot send: header "Content-Length" is set by the service/);
+    expect(requestsTo(tool)).toHaveLength(0);
+  });
+
   it("refused connection", async () => {
     const tool = hostTool({ url: `http://127.0.0.1:${await closedPort()}/tool` });
     expectError(await call(tool).result, false, /^tool "probe" could not be reached$/);

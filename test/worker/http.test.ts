@@ -334,6 +334,15 @@ describe("Create a session: credential overrides", () => {
       "nul\u0000",
       "beyond-latin1-\u20ac",
       { headers: { "X-Key": "a\r\nX-Injected: 1" } },
+      // Headers the service or the HTTP client sets itself: such a call could never be sent as given.
+      { headers: { "Content-Length": "1" } },
+      { headers: { "transfer-encoding": "chunked" } },
+      { headers: { Expect: "100-continue" } },
+      { headers: { Host: "elsewhere" } },
+      { headers: { "Content-Type": "text/plain" } },
+      { headers: { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" } },
+      { headers: { "Mcp-Session-Id": "x" } },
+      { headers: { "X-A": "1", "x-a": "2" } },
     ];
     for (const value of bad) {
       const body = createBody({ config: { model: "openai/m", tools: [], bindings: [binding] }, credentials: [{ binding: "gh", value }] });
