@@ -94,19 +94,21 @@ export class PooledProcess {
     await this.ready;
     const plan = planOpen({ op: "open", session: key, ...cmd }, this.hp!.maxLineBytes);
     if ("error" in plan) throw new OpenError(`the session cannot be opened: ${plan.error}`);
+    // Answered late, the open (or a part staged for it) would stay in the harness unless this
+    // process has opened the session again since: a detach drops either.
+    const onLate = (ok: boolean) => ok && !this.sessions.has(key) && void this.detach(key);
     let res;
     try {
       for (const part of plan.parts) {
-        const r = await this.hp!.request(part);
+        const r = await this.hp!.request(part, { onLate });
         if (!r.ok) throw new OpenError(`the harness refused the native state: ${foreign(r.error.message)}`);
       }
-      res = await this.hp!.request(plan.open);
+      res = await this.hp!.request(plan.open, { onLate });
     } catch (err) {
       if (err instanceof OpenError) throw err;
       if (err instanceof HarnessError && err.code === "too_large") throw new OpenError(`the session cannot be opened: ${err.message}`);
       if (err instanceof HarnessError && err.code === "request_timeout") {
-        // Answered late, the open (or the parts staged for it) would stay in the harness: the
-        // detach, sent after it on the same stdin, drops either, so a later open starts clean.
+        // A harness that takes commands in order gets the detach after the open it answers late.
         void this.detach(key);
         throw new OpenError(`the harness did not answer: ${foreign(err.message)}`);
       }

@@ -42,6 +42,8 @@ export type TurnOptions = {
   log: Logger;
   /** Native records the harness appended, for the session's cache. */
   onNative(records: unknown[]): void;
+  /** Whether a later turn of the session has started (a late acceptance of this one must not stop it). */
+  laterTurnRuns(): boolean;
   /** Exact secret values (provider keys) to remove from tenant-visible text. */
   secrets(): Iterable<string>;
 };
@@ -111,11 +113,16 @@ export class Turn {
     const trace = this.#span.context;
     this.#tools = new TurnTools({ ...this.#o, hp, trace, signal: this.#abort.signal, beforeSend: () => this.#deltas.flush() });
     this.#unsubscribe = hp.onEvent(this.#o.key, (e) => this.#onEvent(e));
-    const res = await hp.request({ op: "run", session: this.#o.key, turn: this.id, text }).catch((err: Error) => err);
+    // A `run` answered late may still start the turn in the harness, where nobody reads it (and it
+    // spends provider tokens): an interrupt follows it at the timeout (for a harness that takes
+    // commands in order) and again when the late acceptance comes (one that takes them
+    // concurrently), unless a later turn of the session runs there by then.
+    const stopLate = () => {
+      if (!this.#o.laterTurnRuns()) hp.request({ op: "interrupt", session: this.#o.key }).catch(() => {});
+    };
+    const res = await hp.request({ op: "run", session: this.#o.key, turn: this.id, text }, { onLate: (ok) => ok && stopLate() }).catch((err: Error) => err);
     if (res instanceof Error) {
-      // A `run` answered late may still start the turn in the harness: the interrupt, sent after
-      // it on the same stdin, stops it there (a turn nobody reads would spend provider tokens).
-      if (res instanceof HarnessError && res.code === "request_timeout") hp.request({ op: "interrupt", session: this.#o.key }).catch(() => {});
+      if (res instanceof HarnessError && res.code === "request_timeout") stopLate();
       return this.end({ status: "failed", error: { code: "service_error", message: `the harness did not take the turn: ${foreign(res.message)}` } });
     }
     if (!res.ok) {

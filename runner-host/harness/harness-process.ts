@@ -128,10 +128,11 @@ export class HarnessProcess {
   #opts: Required<Omit<HarnessProcessOptions, "baseDir" | "identity">>;
   #pending = new Map<string, Pending>();
   /**
-   * Requests that timed out (the newest LATE_IDS_KEPT): their answer may still come, and is then
-   * dropped. A slow answer is not a framing violation, which would end every session here.
+   * Requests that timed out (the newest LATE_IDS_KEPT), with what to do if their answer still
+   * comes: it is dropped, after `onLate` (a slow answer is not a framing violation, which would end
+   * every session here).
    */
-  #late = new Set<string>();
+  #late = new Map<string, ((ok: boolean) => void) | undefined>();
   #listeners = new Map<string, Set<(event: SessionEvent) => void>>();
   #exitListeners = new Set<(exit: HarnessExit) => void>();
   #onReady?: (ready: ReadyEvent) => void;
@@ -233,8 +234,12 @@ export class HarnessProcess {
     return this.#exitInfo;
   }
 
-  /** Sends a command and resolves with its response (ok or not). Keys in init/set_keys are never logged. */
-  request<C extends CommandInput>(command: C, opts: { timeoutMs?: number } = {}): Promise<ResponseOf<C["op"]>> {
+  /**
+   * Sends a command and resolves with its response (ok or not). Keys in init/set_keys are never
+   * logged. `onLate`: called with the response's `ok` if it comes after the request timed out (a
+   * harness that runs commands concurrently may act on it only then).
+   */
+  request<C extends CommandInput>(command: C, opts: { timeoutMs?: number; onLate?: (ok: boolean) => void } = {}): Promise<ResponseOf<C["op"]>> {
     if (this.#endReason || this.#exitInfo || !this.#child.stdin?.writable) {
       return Promise.reject(new HarnessError("not_running", `harness ${this.pid} is not running`));
     }
@@ -253,8 +258,8 @@ export class HarnessProcess {
       const timeoutMs = opts.timeoutMs ?? this.#opts.requestTimeoutMs;
       const timer = setTimeout(() => {
         this.#pending.delete(id);
-        this.#late.add(id);
-        if (this.#late.size > LATE_IDS_KEPT) this.#late.delete(this.#late.values().next().value!);
+        this.#late.set(id, opts.onLate);
+        if (this.#late.size > LATE_IDS_KEPT) this.#late.delete(this.#late.keys().next().value!);
         rejectReq(new HarnessError("request_timeout", `${command.op} got no response within ${timeoutMs} ms`));
       }, timeoutMs);
       this.#pending.set(id, {
@@ -406,8 +411,11 @@ export class HarnessProcess {
     switch (msg.type) {
       case "response": {
         const pending = this.#pending.get(msg.id);
-        if (!pending && this.#late.delete(msg.id)) {
+        if (!pending && this.#late.has(msg.id)) {
+          const onLate = this.#late.get(msg.id);
+          this.#late.delete(msg.id);
           this.#log("warn", "harness answered after its request timed out: dropped", { id: msg.id });
+          if (onLate) this.#safely("late answer", () => onLate(msg.ok));
           return;
         }
         if (!pending) return this.#violation(`response to an id never sent or already answered: ${JSON.stringify(msg.id)}`);

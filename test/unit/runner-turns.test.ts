@@ -379,30 +379,36 @@ describe("runner-host turns with a harness of another author", () => {
   });
 
   it("a command answered after its timeout leaves nothing running unread: a late open is detached, a late run interrupted", async () => {
-    // Answers an open with instructions "late", and every run, 300 ms late; says on stderr what it got.
+    // Takes commands concurrently: it accepts an open with instructions "late", and every run, 300
+    // ms late, and only then has the session open or the turn running; says on stderr what an
+    // interrupt or a detach found.
     const late = commandHarness(
       "late",
-      `if (cmd.op === "interrupt" || cmd.op === "detach") process.stderr.write("got " + cmd.op + "\\n");
+      `globalThis.open ??= new Set(); globalThis.running ??= new Set();
+       if (cmd.op === "interrupt" || cmd.op === "detach") process.stderr.write("got " + cmd.op + ((cmd.op === "interrupt" ? running : open).has(cmd.session) ? " (live)" : " (none)") + "\\n");
        if (cmd.op === "init") ok({ engine: "e", catalog: "c" });
-       else if (cmd.op === "open") setTimeout(() => ok(${OPENED}), cmd.instructions === "late" ? 300 : 0);
-       else if (cmd.op === "run") setTimeout(() => ok({}), 300);
+       else if (cmd.op === "open") setTimeout(() => { open.add(cmd.session); ok(${OPENED}); }, cmd.instructions === "late" ? 300 : 0);
+       else if (cmd.op === "run") setTimeout(() => { running.add(cmd.session); ok({}); }, 300);
+       else if (cmd.op === "detach") { open.delete(cmd.session); ok({}); }
+       else if (cmd.op === "interrupt") { running.delete(cmd.session); ok({}); }
        else if (cmd.op === "ping") ok({ sessions: 1, running: 0 });
        else ok({});`,
     );
     rig = await Rig.start({ harness: { command: late }, host: { harnessRequestTimeoutMs: 100 } });
     const stderr = (line: string) => rig!.logs.next((l) => l.msg === "harness stderr" && l.fields.line === line);
+    // Opened first, it keeps the process running past the other session's failed open.
+    const fake = await rig.open("sess-late-run");
+    await opened(fake);
     const lateOpen = await rig.open("sess-late-open", { instructions: "late" });
     expect(await lateOpen.ups.next((m) => m.t === "opened" || m.t === "open_failed")).toMatchObject({
       t: "open_failed",
       message: "the harness did not answer: open got no response within 100 ms",
     });
-    await stderr("got detach");
+    await stderr("got detach (live)");
 
-    const fake = await rig.open("sess-late-run");
-    await opened(fake);
     const turn = rig.run(fake, "hello");
     expect(await turnEnd(fake, turn)).toMatchObject({ status: "failed", error: { code: "service_error", message: "the harness did not take the turn: run got no response within 100 ms" } });
-    await stderr("got interrupt");
+    await stderr("got interrupt (live)");
   });
 
   it("takes turn.end interrupted without an error as an interruption (conflict), not a failure", async () => {
