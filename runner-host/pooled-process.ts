@@ -83,6 +83,9 @@ export class PooledProcess {
     return p !== undefined && p.key === grant.key && p.base_url === grant.base_url && p.api === grant.api;
   }
 
+  /** Opens started per session key: a late answer acts only for the latest one. */
+  readonly #opens = new Map<string, number>();
+
   async open(key: string, cmd: Omit<CommandInput<"open">, "op" | "session">): Promise<ResolvedModel> {
     // A command the harness would reject as a framing violation would kill every session in it.
     const checked = OpenCommandSchema.safeParse({ id: "check", op: "open", session: key, ...cmd });
@@ -94,9 +97,11 @@ export class PooledProcess {
     await this.ready;
     const plan = planOpen({ op: "open", session: key, ...cmd }, this.hp!.maxLineBytes);
     if ("error" in plan) throw new OpenError(`the session cannot be opened: ${plan.error}`);
-    // Answered late, the open (or a part staged for it) would stay in the harness unless this
-    // process has opened the session again since: a detach drops either.
-    const onLate = (ok: boolean) => ok && !this.sessions.has(key) && void this.detach(key);
+    // Answered late, the open (or a part staged for it) would stay in the harness unless an open of
+    // the session has started here since (finished or still in flight): a detach drops either.
+    const attempt = (this.#opens.get(key) ?? 0) + 1;
+    this.#opens.set(key, attempt);
+    const onLate = (ok: boolean) => ok && this.#opens.get(key) === attempt && !this.sessions.has(key) && void this.detach(key);
     let res;
     try {
       for (const part of plan.parts) {

@@ -273,7 +273,6 @@ export class SessionRunner implements PoolSession {
       log: this.#o.log,
       onNative: (records) => this.#records.push(...(records as NativeRecord[])),
       secrets: () => this.#secrets(),
-      laterTurnRuns: () => this.#turn !== undefined && this.#turn !== turn,
     });
     this.#turn = turn;
     const failed = this.#opened ? await this.#opened : "the session was never opened";

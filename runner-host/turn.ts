@@ -42,8 +42,6 @@ export type TurnOptions = {
   log: Logger;
   /** Native records the harness appended, for the session's cache. */
   onNative(records: unknown[]): void;
-  /** Whether a later turn of the session has started (a late acceptance of this one must not stop it). */
-  laterTurnRuns(): boolean;
   /** Exact secret values (provider keys) to remove from tenant-visible text. */
   secrets(): Iterable<string>;
 };
@@ -116,11 +114,15 @@ export class Turn {
     // A `run` answered late may still start the turn in the harness, where nobody reads it (and it
     // spends provider tokens): an interrupt follows it at the timeout (for a harness that takes
     // commands in order) and again when the late acceptance comes (one that takes them
-    // concurrently), unless a later turn of the session runs there by then.
+    // concurrently) — unless another `run` of the session went to the process since, which the
+    // interrupt (it names the session, not the turn) would stop instead.
+    let mine = 0;
     const stopLate = () => {
-      if (!this.#o.laterTurnRuns()) hp.request({ op: "interrupt", session: this.#o.key }).catch(() => {});
+      if (hp.runsWritten(this.#o.key) === mine) hp.request({ op: "interrupt", session: this.#o.key }).catch(() => {});
     };
-    const res = await hp.request({ op: "run", session: this.#o.key, turn: this.id, text }, { onLate: (ok) => ok && stopLate() }).catch((err: Error) => err);
+    const sent = hp.request({ op: "run", session: this.#o.key, turn: this.id, text }, { onLate: (ok) => ok && stopLate() });
+    mine = hp.runsWritten(this.#o.key);
+    const res = await sent.catch((err: Error) => err);
     if (res instanceof Error) {
       if (res instanceof HarnessError && res.code === "request_timeout") stopLate();
       return this.end({ status: "failed", error: { code: "service_error", message: `the harness did not take the turn: ${foreign(res.message)}` } });

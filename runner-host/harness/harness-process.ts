@@ -133,6 +133,8 @@ export class HarnessProcess {
    * every session here).
    */
   #late = new Map<string, ((ok: boolean) => void) | undefined>();
+  /** `run` commands written per session: a late answer tells whether another one went since. */
+  #runs = new Map<string, number>();
   #listeners = new Map<string, Set<(event: SessionEvent) => void>>();
   #exitListeners = new Set<(exit: HarnessExit) => void>();
   #onReady?: (ready: ReadyEvent) => void;
@@ -268,8 +270,14 @@ export class HarnessProcess {
         reject: rejectReq,
         timer,
       });
+      if (command.op === "run") this.#runs.set(command.session, this.runsWritten(command.session) + 1);
       this.#child.stdin!.write(line);
     });
+  }
+
+  /** How many `run` commands of `session` were written to this process. */
+  runsWritten(session: string): number {
+    return this.#runs.get(session) ?? 0;
   }
 
   /** Events of one session. Returns an unsubscribe function. */

@@ -6,7 +6,7 @@
  */
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { validateInput } from "./json-schema.ts";
-import { credentialHeaderProblem } from "../../src/shared/credential-headers.ts";
+import { serviceSetHeader, unsendableHeader } from "../../src/shared/credential-headers.ts";
 import { MAX_JSON_DEPTH, notAsSent, parseWithinDepth } from "../../src/shared/json-text.ts";
 import { CallBudget, checkOutput, errorResult, label, neverSent, parseResult, stoppedResult, undecodable } from "./outcome.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
@@ -27,11 +27,11 @@ class BrokenAnswer extends Error {}
  */
 export function callHeaders(tool: HostTool, ctx: ToolCallContext, env: ToolEnv): Headers | string {
   const headers = new Headers();
-  const problem = ctx.headers && credentialHeaderProblem(ctx.headers);
+  const problem = ctx.headers && unsendableHeader(ctx.headers);
   // Not sent: the tool never saw the request (no unknown outcome).
   if (problem) return `${label(tool)} has a credential it cannot send: ${problem}`;
   try {
-    for (const [name, value] of Object.entries(ctx.headers ?? {})) headers.set(name, value);
+    for (const [name, value] of Object.entries(ctx.headers ?? {})) if (!serviceSetHeader(name)) headers.set(name, value);
     if (ctx.bearer !== undefined) {
       headers.set("authorization", `Bearer ${ctx.bearer}`);
     } else if (ctx.headers === undefined && tool.token_env) {

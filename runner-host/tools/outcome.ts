@@ -148,9 +148,12 @@ export function neverSent(err: unknown): boolean {
   return someCause(err, (code, message) => (typeof code === "string" && NOT_CONNECTED.has(code)) || message === "bad port");
 }
 
-/** The answer's body failed to decode (a `Content-Encoding` it does not hold: zlib's `Z_…` codes). */
+/**
+ * The answer's body failed to decode (a `Content-Encoding` it does not hold): the codes of Node's
+ * decoders — zlib's `Z_…` (gzip, deflate), brotli's `ERR__ERROR_…`, zstd's `ZSTD_error_…`.
+ */
 export function undecodable(err: unknown): boolean {
-  return someCause(err, (code) => typeof code === "string" && code.startsWith("Z_"));
+  return someCause(err, (code) => typeof code === "string" && /^(Z_|ERR__ERROR_|ZSTD_error_)/.test(code));
 }
 
 /** Whether `err`, or any error among its causes (and an AggregateError's errors), matches. */

@@ -118,8 +118,16 @@ export class Uploader {
     // latest.json only ever names a manifest whose history storage already holds.
     const covered = !pub || (JSON.parse(pub) as Published).offset <= this.row().uploaded_offset;
     if (this.row().latest_stale && covered) {
-      await this.#store.put(this.#layout.latest(), encoder.encode(JSON.stringify(this.manifest(this.#latestPublished()))), JSON_TYPE);
+      // Cleared with the manifest it writes, before the put: a change of the session's record
+      // during the put (a rebind) marks it stale again, and is not lost by this round.
+      const manifest = JSON.stringify(this.manifest(this.#latestPublished()));
       this.#sql.exec("UPDATE sync SET latest_stale = 0");
+      try {
+        await this.#store.put(this.#layout.latest(), encoder.encode(manifest), JSON_TYPE);
+      } catch (e) {
+        this.#sql.exec("UPDATE sync SET latest_stale = 1");
+        throw e;
+      }
     }
     if (!this.row().latest_stale) await this.#deleteOrphans();
     return this.done();

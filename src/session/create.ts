@@ -93,7 +93,8 @@ export async function prepareSession(rt: Runtime, tenant: string, body: CreateSe
       if (!aliases.has(c.binding)) throw invalid(`credentials[${i}].binding: no binding with alias "${c.binding}"`);
       if (bound.has(c.binding)) throw invalid(`credentials[${i}].binding: "${c.binding}" is given twice`);
       bound.add(c.binding);
-      checkCredentialValue(c.binding, c.value);
+      const b = body.config.bindings!.find((x) => x.alias === c.binding)!;
+      checkCredentialValue(c.binding, c.value, b.executor === undefined);
       credentials.push(await encryptCredential(config, rt.vars, { tenant, sessionId: id, alias: c.binding }, c.value));
     }
   }

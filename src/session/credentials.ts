@@ -17,8 +17,11 @@ import { credentialHeaderProblem } from "../shared/credential-headers.ts";
  */
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
-/** docs/api.md: a string is a bearer token; `{"headers": {...}}` supplies request headers. */
-export function checkCredentialValue(alias: string, value: unknown): void {
+/**
+ * docs/api.md: a string is a bearer token; `{"headers": {...}}` supplies request headers. `host`: the
+ * binding is not an executor's: the service makes its requests (an executor gets the headers as data).
+ */
+export function checkCredentialValue(alias: string, value: unknown, host: boolean): void {
   if (typeof value === "string") {
     if (value.length === 0) throw invalid(`credentials for "${alias}": value must not be empty`);
     if (!HEADER_VALUE.test(value)) throw invalid(`credentials for "${alias}": value must be usable in an HTTP header (no control characters, nothing beyond Latin-1)`);
@@ -33,7 +36,7 @@ export function checkCredentialValue(alias: string, value: unknown): void {
         if (!entries.every(([, v]) => HEADER_VALUE.test(v as string))) {
           throw invalid(`credentials for "${alias}": header values must be usable in an HTTP header (no control characters, nothing beyond Latin-1)`);
         }
-        const problem = credentialHeaderProblem(headers as Record<string, string>);
+        const problem = host ? credentialHeaderProblem(headers as Record<string, string>) : undefined;
         if (problem) throw invalid(`credentials for "${alias}": ${problem}`);
         return;
       }

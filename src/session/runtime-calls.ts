@@ -192,7 +192,9 @@ export class RuntimeCalls {
     try {
       return (await decryptCredential(rt.config, rt.vars, { tenant: row.tenant, sessionId: row.id }, c)) as CredentialValue;
     } catch (e) {
-      // For the operator's log: which key, and why (no message here holds key material).
+      // For the operator's log: which key, and why (no message here holds key material; the
+      // configuration's own messages name the key already).
+      if (e instanceof Error && e.message.startsWith("credential key")) throw e;
       const why = e instanceof Error && e.name === "OperationError" ? "its value does not decrypt the override (it changed)" : e instanceof Error ? e.message : "error";
       throw new Error(`credential key "${c.key_id}": ${why}`);
     }

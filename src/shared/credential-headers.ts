@@ -1,19 +1,17 @@
 /**
- * Header names a credential override's `{"headers": {...}}` may not set (docs/api.md "Credential
- * overrides"), lowercase: the ones the service sets on every tool request (the body's type, what it
- * accepts, the trace, MCP's own session headers) and the ones the HTTP client owns (framing,
- * connection, host). One of them could never be sent as given: a request with it fails, or
- * silently goes without it. Checked at create, and again before a call (an override stored before
- * this check).
+ * Header names a credential override's `{"headers": {...}}` may not set for a host tool (docs/api.md
+ * "Credential overrides"), lowercase. Refused at create; an override stored before that check is
+ * still sent without the first kind and refused with the second.
  */
-export const RESERVED_CREDENTIAL_HEADERS: ReadonlySet<string> = new Set([
-  "accept",
-  "content-type",
-  "traceparent",
-  "tracestate",
-  "mcp-session-id",
-  "mcp-protocol-version",
-  "last-event-id",
+
+/** Set by the service (or the fetch client) on every host tool request: an override's value would be replaced. */
+const SERVICE_SET = ["accept", "content-type", "traceparent", "sec-fetch-mode"];
+
+/**
+ * Owned by the HTTP client or the MCP transport (framing, connection, host, MCP's own session
+ * headers): a request carrying one fails, or goes somewhere or somehow it should not.
+ */
+const CLIENT_OWNED = [
   "host",
   "content-length",
   "transfer-encoding",
@@ -24,14 +22,34 @@ export const RESERVED_CREDENTIAL_HEADERS: ReadonlySet<string> = new Set([
   "trailer",
   "expect",
   "proxy-connection",
-]);
+  "mcp-session-id",
+  "mcp-protocol-version",
+  "last-event-id",
+];
 
-/** The first header name of `headers` the service keeps for itself, or one given twice (names compare without case). */
+export const RESERVED_CREDENTIAL_HEADERS: ReadonlySet<string> = new Set([...SERVICE_SET, ...CLIENT_OWNED]);
+const UNSENDABLE: ReadonlySet<string> = new Set(CLIENT_OWNED);
+
+/** Whether the service sets this header itself on a host tool request (an override's value would be replaced). */
+export function serviceSetHeader(name: string): boolean {
+  return SERVICE_SET.includes(name.toLowerCase());
+}
+
+/** At create: the first header name the service keeps for itself, or one given twice (names compare without case). */
 export function credentialHeaderProblem(headers: Record<string, string>): string | undefined {
+  return firstProblem(headers, RESERVED_CREDENTIAL_HEADERS);
+}
+
+/** At a call: the first header of a stored override that could not be sent as given. */
+export function unsendableHeader(headers: Record<string, string>): string | undefined {
+  return firstProblem(headers, UNSENDABLE);
+}
+
+function firstProblem(headers: Record<string, string>, reserved: ReadonlySet<string>): string | undefined {
   const seen = new Set<string>();
   for (const name of Object.keys(headers)) {
     const lower = name.toLowerCase();
-    if (RESERVED_CREDENTIAL_HEADERS.has(lower)) return `header "${name}" is set by the service, not by a credential`;
+    if (reserved.has(lower)) return `header "${name}" is set by the service, not by a credential`;
     if (seen.has(lower)) return `header "${name}" is given twice (names compare without case)`;
     seen.add(lower);
   }

@@ -8,7 +8,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { HarnessError, HarnessProcess } from "../../runner-host/harness/harness-process.ts";
 import { attachJsonlReader, type JsonObject } from "../../runner-host/harness/jsonl.ts";
-import { REFERENCE_HARNESS, REPO, rootDir, startHarness } from "./harness-helpers.ts";
+import { PooledProcess } from "../../runner-host/pooled-process.ts";
+import { commandHarness, OPENED, REFERENCE_HARNESS, REPO, rootDir, startHarness } from "./harness-helpers.ts";
 
 const READY = `process.stdout.write(JSON.stringify({type:"ready",protocol:1,engine:"fake",max_line_bytes:1024})+"\\n");`;
 /** A child that says ready, then answers each stdin line by running `onLine(line)`. */
@@ -220,5 +221,36 @@ describe("reference harness stdin handling", () => {
     child.stdin.write('{"id":"1","op":"ping","extra":true}\n');
     expect(await exited).toBe(2);
     expect(out.map((m) => m.type)).toEqual(["ready", "fatal"]);
+  });
+});
+
+describe("PooledProcess", () => {
+  it("a late answer to an open acts only for the latest open of that session: an open of it in flight is not detached", async () => {
+    // Takes commands in order, the first open 400 ms late (its timeout: 300 ms); `ping` reports how many sessions are open.
+    const command = commandHarness(
+      "late-open",
+      `globalThis.open ??= new Set(); globalThis.opens ??= 0;
+       if (cmd.op === "init") ok({ engine: "e", catalog: "c" });
+       else if (cmd.op === "open") { if (++globalThis.opens === 1) { const t = Date.now(); while (Date.now() - t < 400); } open.add(cmd.session); ok(${OPENED}); }
+       else if (cmd.op === "detach") { open.delete(cmd.session); ok({}); }
+       else if (cmd.op === "ping") ok({ sessions: open.size, running: 0 });
+       else ok({});`,
+    );
+    const p = new PooledProcess(
+      { harness: "h", tenant: "t", command, rootDir: rootDir(), log: () => {}, requestTimeoutMs: 300 },
+      { openai: { prefix: "openai", key: "k-test" } },
+      () => {},
+    );
+    try {
+      await p.ready;
+      const cmd = { model: "openai/gpt-4o-mini", tools: [] };
+      await expect(p.open("s1", cmd)).rejects.toThrow(/the harness did not answer: open got no response within 300 ms/);
+      // Opened again at once: this open is written before the first one's late answer comes.
+      expect(await p.open("s1", cmd)).toMatchObject({ provider: "openai", id: "gpt-4o-mini" });
+      expect(p.sessions.has("s1")).toBe(true);
+      expect(await p.hp!.request({ op: "ping" })).toMatchObject({ ok: true, result: { sessions: 1 } });
+    } finally {
+      await p.stop();
+    }
   });
 });

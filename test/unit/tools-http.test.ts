@@ -165,10 +165,12 @@ describe("failures before the tool receives the request: unknown_outcome absent"
     expect(requestsTo(tool)).toHaveLength(0);
   });
 
-  it("a credential header the service sets itself (an override stored before create refused it): not sent", async () => {
+  it("a stored credential header the HTTP client owns (create refuses it now): not sent; one the service sets is left out", async () => {
     const tool = route((_q, res) => json(res, 200, OK));
     expectError(await call(tool, { ctx: { headers: { "Content-Length": "1" } } }).result, false, /^tool "probe" has a credential it cannot send: header "Content-Length" is set by the service/);
     expect(requestsTo(tool)).toHaveLength(0);
+    expect((await call(tool, { ctx: { headers: { "Content-Type": "text/plain", "X-Key": "k1" } } }).result).is_error).toBeUndefined();
+    expect(requestsTo(tool)[0]!.headers).toMatchObject({ "content-type": "application/json", "x-key": "k1" });
   });
 
   it("refused connection", async () => {
@@ -271,10 +273,10 @@ describe("failures after dispatch: unknown_outcome true", () => {
     expectError(await call(tool).result, true, /connection dropped before the result arrived/);
   });
 
-  it("a body its Content-Encoding does not hold", async () => {
+  it.each(["gzip", "deflate", "br", "zstd"])("a body its Content-Encoding (%s) does not hold", async (encoding) => {
     const tool = route((_q, res) => {
-      res.writeHead(200, { "content-type": "application/json", "content-encoding": "gzip" });
-      res.end("not gzip at all");
+      res.writeHead(200, { "content-type": "application/json", "content-encoding": encoding });
+      res.end("not encoded at all");
     });
     expectError(await call(tool).result, true, /answer could not be decoded \(its Content-Encoding\)/);
   });
