@@ -9,7 +9,11 @@
  * connection between requests, and Hyperdrive pools behind it.
  *
  * Table (created when missing): svc_sessions(tenant, id, version, body jsonb, updated_at), primary
- * key (tenant, id). Writes only replace an older version, so late or repeated mirrors are harmless.
+ * key (tenant, id). Writes only replace an older row — by the session's own `updated_at`, then its
+ * version (merge-pages.ts `newer`) — so late or repeated mirrors, and a session's rows from two
+ * deployments, are harmless. Every call is bounded (MIRROR_CALL_MS): a database that accepts
+ * connections and never answers fails the call, so a list falls back to the local index and a
+ * mirror write is retried, instead of both waiting for good.
  */
 import type { Env } from "../env.ts";
 import type { Runtime } from "../runtime.ts";
@@ -32,6 +36,9 @@ const DDL = `CREATE TABLE IF NOT EXISTS svc_sessions (
 
 let tableReady = false;
 
+/** Longest one mirror call may take, connection included, ms: a list waits this long at worst. */
+const MIRROR_CALL_MS = 5_000;
+
 /** The connection string, or undefined when no mirror is configured. */
 export function mirrorConnection(env: Env, rt: Runtime): string | undefined {
   const p = rt.config.persistence;
@@ -44,16 +51,26 @@ async function withClient<T>(conn: string, fn: (q: (text: string, values?: unkno
   // Loaded only where a mirror is configured: most deployments never evaluate the driver.
   const { default: pg } = await import("pg");
   const client = new pg.Client({ connectionString: conn });
-  await client.connect();
-  try {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the session mirror did not answer within ${MIRROR_CALL_MS / 1000} s`)), MIRROR_CALL_MS);
+  });
+  const work = (async () => {
+    await client.connect();
     const q = (text: string, values?: unknown[]) => client.query(text, values);
     if (!tableReady) {
       await q(DDL);
       tableReady = true;
     }
     return await fn(q);
+  })();
+  work.catch(() => undefined); // after a timeout its own failure has no one to tell
+  try {
+    return await Promise.race([work, late]);
   } finally {
-    await client.end().catch(() => undefined); // the query's own outcome is what the caller needs
+    if (timer !== undefined) clearTimeout(timer);
+    // The query's own outcome is what the caller needs; a stalled connection is cut here.
+    await Promise.race([client.end(), new Promise((r) => setTimeout(r, 100))]).catch(() => undefined);
   }
 }
 
@@ -63,7 +80,7 @@ export function mirrorUpsert(conn: string, tenant: string, rows: MirrorRow[]): P
       await q(
         `INSERT INTO svc_sessions (tenant, id, version, body) VALUES ($1, $2, $3, $4)
          ON CONFLICT (tenant, id) DO UPDATE SET version = excluded.version, body = excluded.body, updated_at = now()
-         WHERE svc_sessions.version < excluded.version`,
+         WHERE (svc_sessions.body->>'updated_at', svc_sessions.version) < (excluded.body->>'updated_at', excluded.version)`,
         [tenant, r.id, r.version, JSON.stringify(r.body)],
       );
     }

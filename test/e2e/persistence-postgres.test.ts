@@ -4,6 +4,7 @@
  * sessions and load them.
  */
 import { mkdtempSync } from "node:fs";
+import net, { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
@@ -63,7 +64,39 @@ it("another deployment discovers a tenant's sessions through the PostgreSQL mirr
     expect(list.body.sessions.map((x: { id: string }) => x.id)).toContain(id);
     expect((await call(other.url, "GET", `/sessions/${id}`, { token: TOKEN })).status).toBe(200);
     expect(uncursored(await allEvents(other.url, id))).toEqual(uncursored(events));
+    // Closed where it was loaded: that deployment counts the session's versions anew (fewer than
+    // the first one's), and its newer row is still the one listed and mirrored.
+    const mark = other.mark();
+    expect((await call(other.url, "POST", `/sessions/${id}/close`, { token: TOKEN })).status).toBe(202);
+    await other.waitForLog(/"msg":"tenant index mirrored"/, 20_000, mark);
+    const listed = (await call(other.url, "GET", "/sessions", { token: TOKEN })).body.sessions.find((x: { id: string }) => x.id === id);
+    expect(listed.status).toBe("closed");
+    const check = new pg.Client({ connectionString: postgres.url });
+    await check.connect();
+    const mirrored = (await check.query("SELECT body FROM svc_sessions WHERE id = $1", [id])).rows;
+    await check.end();
+    expect(mirrored[0].body.status).toBe("closed");
   } finally {
     await other.stop();
+  }
+});
+
+it("a mirror that accepts connections and never answers: the list answers within the mirror's bound, from this deployment's index", async () => {
+  const silent = net.createServer(() => {}); // accepts, says nothing
+  await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+  const store = path.join(mkdtempSync(path.join(tmpdir(), "svc-pgstore-")), "store");
+  const persistence = { provider: "filesystem", directory: store, postgres_env: "PG_URL" };
+  const env = { ...baseEnv, PG_URL: `postgres://u:p@127.0.0.1:${(silent.address() as AddressInfo).port}/db` };
+  const stack = await startStack({ config: stackConfig(provider, persistence), env });
+  try {
+    const s = await createSession(stack.url);
+    s.sse.close();
+    const list = await call(stack.url, "GET", "/sessions", { token: TOKEN });
+    expect(list.status).toBe(200);
+    expect(list.body.sessions.map((x: { id: string }) => x.id)).toEqual([s.id]);
+    expect(stack.stderr()).toMatch(/"msg":"session mirror unreachable; listing this deployment's sessions".*did not answer within 5 s/);
+  } finally {
+    await stack.stop();
+    silent.close();
   }
 });

@@ -45,11 +45,18 @@ describe("persistence layout", () => {
 });
 
 describe("listing with the PostgreSQL mirror", () => {
-  const row = (i: string, version: number): MirrorRow => ({ id: i, version, body: { id: i, version } as never });
-  it("merges the local and the mirrored page by id, the higher version winning, and keeps the limit", () => {
+  const T0 = "2026-11-26T10:00:00.000Z";
+  const row = (i: string, version: number, updated_at = T0): MirrorRow => ({ id: i, version, body: { id: i, version, updated_at } as never });
+  it("merges the local and the mirrored page by id, the higher version winning at the same updated_at, and keeps the limit", () => {
     const local = [row("a", 3), row("c", 1)];
     const shared = [row("a", 2), row("b", 5), row("c", 4), row("d", 1)];
     expect(mergePages(local, shared, 3)).toEqual([row("a", 3).body, row("b", 5).body, row("c", 4).body]);
     expect(mergePages([], [], 10)).toEqual([]);
+  });
+
+  it("a later updated_at wins over a higher version: a session loaded on another deployment counts its versions anew", () => {
+    const moved = row("a", 2, "2026-11-26T10:05:00.000Z"); // closed on the deployment that loaded it
+    expect(mergePages([moved], [row("a", 10)], 10)).toEqual([moved.body]);
+    expect(mergePages([row("a", 10)], [moved], 10)).toEqual([moved.body]);
   });
 });
