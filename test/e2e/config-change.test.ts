@@ -131,7 +131,7 @@ describe("a credential key removed", () => {
       const before = seen.length;
       expect(await callTool(stack.url, old)).toEqual({ content: [{ type: "text", text: 'tool "search" could not use its credential override: its key was removed or changed' }], is_error: true });
       expect(seen.length).toBe(before); // never sent, not even with the tool's token_env
-      expect(stack.stderr()).toMatch(/"msg":"credential override could not be decrypted".*credential key \\"k1\\" is not configured/);
+      await stack.waitForLog(/"msg":"credential override could not be decrypted".*credential key \\"k1\\" is not configured/, 10_000);
       expect(await callTool(stack.url, fresh)).toEqual({ content: [{ type: "text", text: "found" }] });
       expect(seen.at(-1)).toBe("Bearer under-k2");
     } finally {
