@@ -83,9 +83,6 @@ export class PooledProcess {
     return p !== undefined && p.key === grant.key && p.base_url === grant.base_url && p.api === grant.api;
   }
 
-  /** Opens started per session key: a late answer acts only for the latest one. */
-  readonly #opens = new Map<string, number>();
-
   async open(key: string, cmd: Omit<CommandInput<"open">, "op" | "session">): Promise<ResolvedModel> {
     // A command the harness would reject as a framing violation would kill every session in it.
     const checked = OpenCommandSchema.safeParse({ id: "check", op: "open", session: key, ...cmd });
@@ -97,26 +94,20 @@ export class PooledProcess {
     await this.ready;
     const plan = planOpen({ op: "open", session: key, ...cmd }, this.hp!.maxLineBytes);
     if ("error" in plan) throw new OpenError(`the session cannot be opened: ${plan.error}`);
-    // Answered late, the open (or a part staged for it) would stay in the harness unless an open of
-    // the session has started here since (finished or still in flight): a detach drops either.
-    const attempt = (this.#opens.get(key) ?? 0) + 1;
-    this.#opens.set(key, attempt);
-    const onLate = (ok: boolean) => ok && this.#opens.get(key) === attempt && !this.sessions.has(key) && void this.detach(key);
+    // Answered late, the open (or a part staged for it) would stay in the harness: the detach takes
+    // either back (harness-process.ts `undo`).
+    const undo = { op: "detach", session: key } as const;
     let res;
     try {
       for (const part of plan.parts) {
-        const r = await this.hp!.request(part, { onLate });
+        const r = await this.hp!.request(part, { undo });
         if (!r.ok) throw new OpenError(`the harness refused the native state: ${foreign(r.error.message)}`);
       }
-      res = await this.hp!.request(plan.open, { onLate });
+      res = await this.hp!.request(plan.open, { undo });
     } catch (err) {
       if (err instanceof OpenError) throw err;
       if (err instanceof HarnessError && err.code === "too_large") throw new OpenError(`the session cannot be opened: ${err.message}`);
-      if (err instanceof HarnessError && err.code === "request_timeout") {
-        // A harness that takes commands in order gets the detach after the open it answers late.
-        void this.detach(key);
-        throw new OpenError(`the harness did not answer: ${foreign(err.message)}`);
-      }
+      if (err instanceof HarnessError && err.code === "request_timeout") throw new OpenError(`the harness did not answer: ${foreign(err.message)}`);
       throw new OpenError(`the harness process ended during open: ${foreign((err as Error).message)}`);
     }
     if (!res.ok) throw new OpenError(`the harness could not open the session: ${foreign(res.error.message)}`);

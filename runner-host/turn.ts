@@ -8,7 +8,6 @@
  * (shutdown, model fallback) decides the final status whatever the harness reports; a harness
  * that does not end an interrupted turn within `INTERRUPT_GRACE_MS` is killed.
  */
-import { HarnessError } from "./harness/harness-process.ts";
 import type { TurnEndEvent, SessionEvent } from "./harness/protocol.ts";
 import type { TurnSlot } from "./harness-pool.ts";
 import { DeltaBuffer } from "./delta-buffer.ts";
@@ -112,21 +111,10 @@ export class Turn {
     this.#tools = new TurnTools({ ...this.#o, hp, trace, signal: this.#abort.signal, beforeSend: () => this.#deltas.flush() });
     this.#unsubscribe = hp.onEvent(this.#o.key, (e) => this.#onEvent(e));
     // A `run` answered late may still start the turn in the harness, where nobody reads it (and it
-    // spends provider tokens): an interrupt follows it at the timeout (for a harness that takes
-    // commands in order) and again when the late acceptance comes (one that takes them
-    // concurrently) — unless another `run` of the session went to the process since, which the
-    // interrupt (it names the session, not the turn) would stop instead.
-    let mine = 0;
-    const stopLate = () => {
-      if (hp.runsWritten(this.#o.key) === mine) hp.request({ op: "interrupt", session: this.#o.key }).catch(() => {});
-    };
-    const sent = hp.request({ op: "run", session: this.#o.key, turn: this.id, text }, { onLate: (ok) => ok && stopLate() });
-    mine = hp.runsWritten(this.#o.key);
-    const res = await sent.catch((err: Error) => err);
-    if (res instanceof Error) {
-      if (res instanceof HarnessError && res.code === "request_timeout") stopLate();
-      return this.end({ status: "failed", error: { code: "service_error", message: `the harness did not take the turn: ${foreign(res.message)}` } });
-    }
+    // spends provider tokens): the interrupt takes it back (harness-process.ts `undo`).
+    const undo = { op: "interrupt", session: this.#o.key } as const;
+    const res = await hp.request({ op: "run", session: this.#o.key, turn: this.id, text }, { undo }).catch((err: Error) => err);
+    if (res instanceof Error) return this.end({ status: "failed", error: { code: "service_error", message: `the harness did not take the turn: ${foreign(res.message)}` } });
     if (!res.ok) {
       return this.end({ status: "failed", error: { code: "service_error", message: `the harness refused the turn: ${foreign(res.error.message)}` } });
     }

@@ -112,6 +112,19 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
+/** A timed-out request's undo, and which write of its kind and session it was. */
+type Late = { undo: CommandInput; group: string; nth: number };
+
+/**
+ * The kind of a session command for `undo`: a `run`, or an open (its `state_part`s and the `open`
+ * they lead to), with the session; none for the others.
+ */
+function undoGroup(command: CommandInput): string | undefined {
+  if (command.op === "run") return `run\u0000${command.session}`;
+  if (command.op === "open" || command.op === "state_part") return `open\u0000${command.session}`;
+  return undefined;
+}
+
 const defaultLogger: HarnessLogger = writeLogLine;
 
 export class HarnessProcess {
@@ -128,13 +141,13 @@ export class HarnessProcess {
   #opts: Required<Omit<HarnessProcessOptions, "baseDir" | "identity">>;
   #pending = new Map<string, Pending>();
   /**
-   * Requests that timed out (the newest LATE_IDS_KEPT), with what to do if their answer still
-   * comes: it is dropped, after `onLate` (a slow answer is not a framing violation, which would end
-   * every session here).
+   * Requests that timed out (the newest LATE_IDS_KEPT): their answer may still come, and is then
+   * dropped (a slow answer is not a framing violation, which would end every session here), after
+   * its `undo` when it accepted something no one waits for any more.
    */
-  #late = new Map<string, ((ok: boolean) => void) | undefined>();
-  /** `run` commands written per session: a late answer tells whether another one went since. */
-  #runs = new Map<string, number>();
+  #late = new Map<string, Late | undefined>();
+  /** Session commands written, per kind (`undoGroup`) and session: a late answer tells whether a later one went. */
+  #written = new Map<string, number>();
   #listeners = new Map<string, Set<(event: SessionEvent) => void>>();
   #exitListeners = new Set<(exit: HarnessExit) => void>();
   #onReady?: (ready: ReadyEvent) => void;
@@ -238,10 +251,13 @@ export class HarnessProcess {
 
   /**
    * Sends a command and resolves with its response (ok or not). Keys in init/set_keys are never
-   * logged. `onLate`: called with the response's `ok` if it comes after the request timed out (a
-   * harness that runs commands concurrently may act on it only then).
+   * logged. `undo`: what takes the command back in the harness if it times out (`detach` for an
+   * open, `interrupt` for a run): sent at the timeout, for a harness that takes commands in order,
+   * and again when a late acceptance comes, for one that takes them concurrently — unless a later
+   * command of the same kind for the same session was written meanwhile, which the undo (it names
+   * the session, not the command) would take back instead.
    */
-  request<C extends CommandInput>(command: C, opts: { timeoutMs?: number; onLate?: (ok: boolean) => void } = {}): Promise<ResponseOf<C["op"]>> {
+  request<C extends CommandInput>(command: C, opts: { timeoutMs?: number; undo?: CommandInput } = {}): Promise<ResponseOf<C["op"]>> {
     if (this.#endReason || this.#exitInfo || !this.#child.stdin?.writable) {
       return Promise.reject(new HarnessError("not_running", `harness ${this.pid} is not running`));
     }
@@ -258,10 +274,14 @@ export class HarnessProcess {
     }
     return new Promise((resolveReq, rejectReq) => {
       const timeoutMs = opts.timeoutMs ?? this.#opts.requestTimeoutMs;
+      const group = undoGroup(command);
+      const nth = group ? this.#count(group, 1) : 0;
       const timer = setTimeout(() => {
         this.#pending.delete(id);
-        this.#late.set(id, opts.onLate);
+        const late = opts.undo && group ? { undo: opts.undo, group, nth } : undefined;
+        this.#late.set(id, late);
         if (this.#late.size > LATE_IDS_KEPT) this.#late.delete(this.#late.keys().next().value!);
+        if (late) this.request(late.undo).catch(() => {});
         rejectReq(new HarnessError("request_timeout", `${command.op} got no response within ${timeoutMs} ms`));
       }, timeoutMs);
       this.#pending.set(id, {
@@ -270,14 +290,15 @@ export class HarnessProcess {
         reject: rejectReq,
         timer,
       });
-      if (command.op === "run") this.#runs.set(command.session, this.runsWritten(command.session) + 1);
       this.#child.stdin!.write(line);
     });
   }
 
-  /** How many `run` commands of `session` were written to this process. */
-  runsWritten(session: string): number {
-    return this.#runs.get(session) ?? 0;
+  /** Commands of one kind for one session written so far, after adding `add`. */
+  #count(group: string, add = 0): number {
+    const n = (this.#written.get(group) ?? 0) + add;
+    if (add) this.#written.set(group, n);
+    return n;
   }
 
   /** Events of one session. Returns an unsubscribe function. */
@@ -420,10 +441,10 @@ export class HarnessProcess {
       case "response": {
         const pending = this.#pending.get(msg.id);
         if (!pending && this.#late.has(msg.id)) {
-          const onLate = this.#late.get(msg.id);
+          const late = this.#late.get(msg.id);
           this.#late.delete(msg.id);
           this.#log("warn", "harness answered after its request timed out: dropped", { id: msg.id });
-          if (onLate) this.#safely("late answer", () => onLate(msg.ok));
+          if (late && msg.ok && this.#count(late.group) === late.nth) this.request(late.undo).catch(() => {});
           return;
         }
         if (!pending) return this.#violation(`response to an id never sent or already answered: ${JSON.stringify(msg.id)}`);

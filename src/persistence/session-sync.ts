@@ -147,11 +147,12 @@ export class SessionSync {
    * that never recorded its storage (written by an earlier release) takes the configured one: so
    * storage must not move in the deploy that upgrades to this release (docs/deploy.md "Upgrade").
    */
-  #adoptStorage(p: Persistence): void {
+  #adoptStorage(p: Persistence): SyncRow {
     this.#ensureRow();
     const id = storageIdentity(p);
-    const was = this.#row()!.storage;
-    if (was === id) return;
+    const row = this.#row()!;
+    const was = row.storage;
+    if (was === id) return row;
     const sql = this.#state.storage.sql;
     this.#state.storage.transactionSync(() => {
       if (was !== null) {
@@ -163,6 +164,7 @@ export class SessionSync {
       sql.exec("UPDATE sync SET storage = ?", id);
     });
     if (was !== null) log("info", "storage changed: the session uploads again from its start", { session_id: this.#state.row()?.id });
+    return this.#row()!;
   }
 
   /** After a committed change: dirty, an alarm within `interval_seconds`, and in the backlog. */
@@ -170,8 +172,7 @@ export class SessionSync {
     const { config } = await getRuntime(this.#env);
     const p = config.persistence;
     if (!p || !this.#state.row()) return;
-    this.#adoptStorage(p);
-    const s = this.#row()!;
+    const s = this.#adoptStorage(p);
     if (s.dirty_at === null) {
       if (!behind(this.#state)) return;
       const now = Date.now();
@@ -300,11 +301,12 @@ export class SessionSync {
     return c;
   }
 
+  /** Read after `changed()` (flush, the sync read): `dirty_at` then says whether storage lacks anything. */
   status(): SyncStatus {
     const r = this.#state.require();
     const s = this.#row();
     const pub = s?.published ? (JSON.parse(s.published) as Published) : undefined;
-    const out: SyncStatus = { history_bytes: r.log_bytes, resume_offset: pub?.offset ?? 0, pending: !s || s.dirty_at !== null || behind(this.#state) };
+    const out: SyncStatus = { history_bytes: r.log_bytes, resume_offset: pub?.offset ?? 0, pending: !s || s.dirty_at !== null };
     if (pub) Object.assign(out, { checkpoint: pub.checkpoint, native_checkpoint: pub.native, time: pub.time });
     if (s?.error && out.pending) out.error = s.error;
     return out;

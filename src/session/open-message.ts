@@ -33,24 +33,32 @@ export function providerGrant(rt: Runtime, model: string): ProviderGrant | undef
 }
 
 /**
- * Why this session cannot run a turn under the deployment's configuration now, if it cannot: its
- * harness or its model's provider was removed from the configuration, or the provider's key
- * variable is unset, since the session was created. A message to it is refused, and input it
- * already holds fails, rather than waiting for a runner-host that will never take it.
+ * The provider grant a turn of this session runs with, or why the session cannot run under the
+ * deployment's configuration now: its harness or its model's provider was removed from the
+ * configuration, or the provider's key variable is unset, since the session was created. A
+ * message to it is refused, and input it already holds fails, rather than waiting for a
+ * runner-host that will never take it.
  */
-export function cannotRun(rt: Runtime, row: Pick<SessionRow, "harness" | "config">): string | undefined {
+export function runGrant(rt: Runtime, row: Pick<SessionRow, "harness" | "config">): ProviderGrant | string {
   if (!Object.hasOwn(rt.config.harnesses, row.harness)) return `harness "${row.harness}" is no longer configured`;
   const model: string = JSON.parse(row.config).model;
+  const grant = providerGrant(rt, model);
+  if (grant) return grant;
   const prefix = providerOf(model);
   if (!Object.hasOwn(rt.config.providers, prefix)) return `provider "${prefix}" of model "${model}" is no longer configured`;
-  if (!providerGrant(rt, model)) return `the key of provider "${prefix}" is not available`;
-  return undefined;
+  return `the key of provider "${prefix}" is not available`;
+}
+
+/** Why the session cannot run under the configuration now (`runGrant`), or undefined. */
+export function cannotRun(rt: Runtime, row: Pick<SessionRow, "harness" | "config">): string | undefined {
+  const g = runGrant(rt, row);
+  return typeof g === "string" ? g : undefined;
 }
 
 export function openMessages(rt: Runtime, row: SessionRow, turns: Turns): OpenMessage[] | { error: string } {
   const config = JSON.parse(row.config) as SessionConfig;
-  const provider = providerGrant(rt, config.model);
-  if (!provider) return { error: cannotRun(rt, row)! }; // it names why there is no grant
+  const provider = runGrant(rt, row);
+  if (typeof provider === "string") return { error: provider };
 
   const parts: unknown[][] = [];
   let part: unknown[] = [];

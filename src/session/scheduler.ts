@@ -14,7 +14,7 @@ import type { Runtime } from "../runtime.ts";
 import { now } from "./clock.ts";
 import type { IndexPush } from "./index-push.ts";
 import { sessionObjectName } from "./object-name.ts";
-import { cannotRun, providerGrant } from "./open-message.ts";
+import { runGrant } from "./open-message.ts";
 import type { Placement } from "./placement.ts";
 import type { Publication } from "./publication.ts";
 import type { RunnerLink } from "./runner-link.ts";
@@ -77,8 +77,9 @@ export class Scheduler {
     const row = this.#p.state.row();
     if (!row || row.status === "closed" || row.status === "interrupted" || row.status === "failed") return;
     if (!this.#p.turns.running() && !this.#p.turns.hasQueued()) return;
-    const blocked = row.link_state === "none" || !this.#p.turns.running() ? cannotRun(rt, row) : undefined;
-    if (blocked) return this.#failBlocked(blocked);
+    // Checked where the session would be placed or a turn started; a running turn goes on.
+    const grant = row.link_state === "none" || !this.#p.turns.running() ? runGrant(rt, row) : undefined;
+    if (typeof grant === "string") return this.#failBlocked(grant);
     if (row.link_state === "none") {
       const lease = this.#p.state.storage.transactionSync(() => this.#p.link.newLease());
       await this.#p.placement.place(sessionObjectName(row.tenant, row.id), lease, row.harness, rt.config);
@@ -89,7 +90,7 @@ export class Scheduler {
     // to dial back (hello starts it) or for the grace to run out (the session is placed anew). A
     // turn started now would fail with the link, though it never reached any runner-host.
     if (row.link_lost_at && !this.#p.link.socket()) return;
-    const grant = providerGrant(rt, JSON.parse(row.config).model)!; // cannotRun above: there is one
+    if (!grant) return; // no turn runs here, so the grant was read above (this narrows its type)
     let started = false;
     const events = this.#p.state.storage.transactionSync(() => {
       const s = this.#p.turns.start(now());
@@ -114,7 +115,7 @@ export class Scheduler {
   }
 
   /**
-   * The configuration changed under the session (cannotRun): its input fails now — the running or
+   * The configuration changed under the session (`runGrant`): its input fails now — the running or
    * first queued input with `service_error` naming the cause, the rest with `conflict` — and the
    * session is `failed`, instead of being placed again and again or waiting for a runner-host
    * that will never take it. Once the configuration has what it needs, a resume and a new message

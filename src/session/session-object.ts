@@ -30,7 +30,7 @@ import { PING, PONG } from "../shared/runner-protocol.ts";
 import { DEFAULT_REGION } from "../shared/config-schema.ts";
 import type { SyncStatus } from "../shared/sync-schema.ts";
 import { log } from "../log.ts";
-import { getRuntime } from "../runtime.ts";
+import { getRuntime, type Runtime } from "../runtime.ts";
 import { migrate } from "../storage/migrate.ts";
 import { SessionSync } from "../persistence/session-sync.ts";
 import { now } from "./clock.ts";
@@ -170,15 +170,17 @@ export class SessionObject extends DurableObject<Env> {
 
   /** `draining`: the service is shutting down, so only a repeated key's message is answered (with its original event). */
   async send(input: Input, traceparent?: string, draining = false): Promise<Result<Event | Status>> {
-    const sent = await this.#send(input, traceparent, draining);
-    // Refused because the session cannot run under the configuration (`cannotRun`): input it
-    // already held cannot run either, and fails now (scheduler.ts) rather than waiting for good.
-    if (!sent.ok && sent.error.code === "unsupported" && input.type === "user.message") await this.#work.schedule();
+    const rt = await getRuntime(this.env);
+    const row = this.#state.row();
+    const blocked = row && input.type === "user.message" ? cannotRun(rt, row) : undefined;
+    const sent = await this.#send(rt, input, traceparent, draining, blocked);
+    // Refused because the session cannot run under the configuration: input it already held
+    // cannot run either, and fails now (scheduler.ts) rather than waiting for good.
+    if (blocked && !draining && !sent.ok) await this.#work.schedule();
     return sent;
   }
 
-  async #send(input: Input, traceparent: string | undefined, draining: boolean): Promise<Result<Event | Status>> {
-    const rt = await getRuntime(this.env);
+  async #send(rt: Runtime, input: Input, traceparent: string | undefined, draining: boolean, blocked: string | undefined): Promise<Result<Event | Status>> {
     const { limits } = rt.config;
     if (draining && input.type === "user.message") {
       const checked = asResult(() => this.#state.checkMessage(input, limits));
@@ -186,8 +188,6 @@ export class SessionObject extends DurableObject<Env> {
       return { ok: false, error: overloaded("the service is shutting down").toBody() };
     }
     const running = this.#turns.running()?.event_id;
-    const row = this.#state.row();
-    const blocked = row && input.type === "user.message" ? cannotRun(rt, row) : undefined;
     const record = () =>
       this.#work.commit(false, () => {
         const change = this.#state.send(input, limits, now(), traceparent, blocked);

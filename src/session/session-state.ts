@@ -145,7 +145,7 @@ export class SessionState {
    * What a `user.message` gets, without recording it: its original event for a repeated key, an
    * error if the session refuses it now, undefined if it would be recorded. Read before the
    * session is placed for it, so a repeat or a refusal never takes a runner-host's room.
-   * `blocked`: why the session cannot run under the configuration now (open-message.ts `cannotRun`).
+   * `blocked`: why the session cannot run under the configuration now (open-message.ts `runGrant`).
    */
   checkMessage(input: Input, limits: Limits, blocked?: string): Event | undefined {
     const r = this.require();
