@@ -38,7 +38,8 @@ import { profileEnv, readNodeProfiles, saveProfile, startWorkerdProfile, summari
 const PROFILE_DIR = process.env.BENCH_PROFILE;
 const INSPECT_PORT = 9339;
 
-const sizes = benchArgs({ sessions: 50, window: 20, warm: 2 }, { sessions: 4, window: 2, warm: 1 });
+/** settle: seconds after the load phase in which anomalies still count (the watchdog fires ≤ 10 s after a turn). */
+const sizes = benchArgs({ sessions: 50, window: 20, warm: 2, settle: 11 }, { sessions: 4, window: 2, warm: 1, settle: 1 });
 const C = sizes.sessions;
 const WINDOW_MS = sizes.window * 1000;
 const WARM_MS = sizes.warm * 1000;
@@ -117,7 +118,7 @@ await runBench(5 * 60_000, async () => {
   const s = await closedLoop(C, WARM_MS, WINDOW_MS, turn, { open: () => (tracker = trackCpu(stack, provider.pid)), close: () => (cpu = tracker.stop()) });
   const workerdProfiles = await profiler?.stop();
   const d2 = await closedLoop(C, WARM_MS, WINDOW_MS, directTurn);
-  await sleep(11_000); // a watchdog armed by the last turns fires within 10 s: count it too
+  await sleep(sizes.settle * 1000); // a watchdog armed by the last turns fires within 10 s: count it too
   const odd = anomalies(stack, mark);
 
   for (const st of streams) st.close();
@@ -135,7 +136,7 @@ await runBench(5 * 60_000, async () => {
   console.log(`| direct: provider → client (mean of before ${d1.perS.toFixed(0)} and after ${d2.perS.toFixed(0)}) | ${dPerS.toFixed(1)} | ${ms(dLat)} | ${ms(Math.max(d1.lat.p99, d2.lat.p99))} | 1.00 | ${d1.errors.length + d2.errors.length} |`);
   console.log(`| service: POST /events → idle frame | ${s.perS.toFixed(1)} | ${ms(s.lat.p50)} | ${ms(s.lat.p99)} | ${(s.perS / dPerS).toFixed(3)} (direct is ${(dPerS / s.perS).toFixed(0)}× faster) | ${s.errors.length} |`);
   if (s.errors.length) console.log(`first service errors: ${s.errors.slice(0, 3).join(" | ")}`);
-  console.log(`service anomalies during and ≤ 11 s after the load phase: ${odd.watchdogKills} "harness did not end an interrupted turn; killing it" (no client interrupt was sent), ${odd.harnessLost} harness processes ended unasked${odd.lostAt.length ? ` (at ${odd.lostAt.map((t) => `+${((t - loadStart) / 1000).toFixed(1)}`).join(", ")} s; the service window is +${WARM_MS / 1000}…+${(WARM_MS + WINDOW_MS) / 1000} s)` : ""}`);
+  console.log(`service anomalies during and ≤ ${sizes.settle} s after the load phase: ${odd.watchdogKills} "harness did not end an interrupted turn; killing it" (no client interrupt was sent), ${odd.harnessLost} harness processes ended unasked${odd.lostAt.length ? ` (at ${odd.lostAt.map((t) => `+${((t - loadStart) / 1000).toFixed(1)}`).join(", ")} s; the service window is +${WARM_MS / 1000}…+${(WARM_MS + WINDOW_MS) / 1000} s)` : ""}`);
   const turns = s.perS * (WINDOW_MS / 1000);
   const cpuTurn = (k: string) => ((cpu[k]! * 1000) / turns).toFixed(1);
   console.log(`\nCPU ms per completed service turn (CPU in the window ÷ turns that ended in it): harness ${cpuTurn("harness")}, svc ${cpuTurn("svc")}, workerd ${cpuTurn("workerd")}, provider ${cpuTurn("provider")}, client ${cpuTurn("client")}`);

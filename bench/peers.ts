@@ -37,7 +37,7 @@ import { openSession } from "./service-turns.ts";
 import { startLangGraph, LANGGRAPH_WORKERS } from "./peers/langgraph.ts";
 import { startAgents } from "./peers/agents.ts";
 
-const sizes = benchArgs({ warm: 40, n: 20_000, reps: 3, sessions: 50, window: 20, warmup: 5 }, { warm: 3, n: 2_000, reps: 1, sessions: 4, window: 2, warmup: 1 });
+const sizes = benchArgs({ warm: 40, n: 20_000, reps: 3, sessions: 50, window: 20, warmup: 5 }, { warm: 3, n: 2_000, reps: 1, sessions: 4, window: 1, warmup: 0.5 });
 const SHORT_TURN = 20;
 const LOAD_TURN = 50;
 const directive = (n: number) => `[[deltas ${n} size=4]]`;
@@ -64,9 +64,11 @@ const version = (pkg: string) => (JSON.parse(readFileSync(new URL(`../node_modul
 
 await runBench((sizes.short ? 2 : 12) * 60_000, async () => {
   const provider = await startProvider();
-  const stack = await startBenchStack(provider.url, { pi: HARNESS }, LIMITS);
-  const lg = await startLangGraph(provider.url);
-  const ag = await startAgents(provider.url);
+  // Start-up is not measured: the three servers start side by side. All of them settle before a
+  // failure is thrown, so each one that did start is registered for the cleanup.
+  const [s, l, g] = await Promise.allSettled([startBenchStack(provider.url, { pi: HARNESS }, LIMITS), startLangGraph(provider.url), startAgents(provider.url)]);
+  if (s.status === "rejected" || l.status === "rejected" || g.status === "rejected") throw [s, l, g].find((r) => r.status === "rejected")!.reason;
+  const [stack, lg, ag] = [s.value, l.value, g.value];
 
   const per = <T>(f: (p: PathName) => T) => Object.fromEntries(PATHS.map((p) => [p, f(p)])) as Record<PathName, T>;
   let names = 0;

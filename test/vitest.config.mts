@@ -4,12 +4,16 @@ import { defineConfig } from "vitest/config";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 
-// Four projects: pure logic in Node (`unit`), objects in workerd (`worker`), the real local stack
-// driven over HTTP (`e2e`, with the short chaos run), and generated malformed requests against it
-// (`fuzz`, a 1,000-request slice; `npm run fuzz` runs 10,000). Run all with `npm test`; one with
-// `--project <name>`.
+// Five projects: pure logic in Node (`unit`), objects in workerd (`worker`), the real local stack
+// driven over HTTP (`e2e`, with the short chaos run), generated malformed requests against it
+// (`fuzz`, a 1,000-request slice; `npm run fuzz` runs 10,000), and every bench entry point in its
+// short mode (`bench`). Run all with `npm test`; one with `--project <name>`.
 export default defineConfig({
   test: {
+    // Two files at a time (Vitest's default on two cores is one): an e2e file mostly waits on its
+    // stack, so two stacks, or a stack and a unit file, share the cores. The bench project runs
+    // alone after them (`fileParallelism: false`): its short runs load both cores.
+    maxWorkers: 2,
     projects: [
       {
         test: {
@@ -18,6 +22,9 @@ export default defineConfig({
           globalSetup: ["test/build-harness.setup.ts"],
           include: ["test/unit/**/*.test.ts"],
           environment: "node",
+          // Harness users of their own (as root) from a range no e2e stack running beside uses: a
+          // test that checks nothing runs as a released id must not see a stack's next process.
+          env: { SVC_HARNESS_UIDS: "200000-249999" },
           testTimeout: 20_000,
         },
       },
@@ -79,6 +86,15 @@ export default defineConfig({
           environment: "node",
           testTimeout: 60_000,
           hookTimeout: 60_000,
+        },
+      },
+      {
+        test: {
+          name: "bench",
+          root,
+          globalSetup: ["test/build-harness.setup.ts"],
+          include: ["test/bench/**/*.test.ts"],
+          environment: "node",
           fileParallelism: false,
         },
       },

@@ -26,7 +26,7 @@ import { issueSummary } from "../../src/shared/zod-issues.ts";
 import { redactValues } from "../error-text.ts";
 import { writeLogLine } from "../log.ts";
 import { harnessIdentity, lookPath, wrappedCommand, type Identity } from "./clean-spawn.ts";
-import { harnessUidRange, HarnessUsers } from "./harness-users.ts";
+import { harnessUidRange, HarnessUsers, privateDirOf } from "./harness-users.ts";
 import { StderrRelay } from "./stderr-relay.ts";
 import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "./jsonl.ts";
 import {
@@ -181,7 +181,8 @@ export class HarnessProcess {
       } catch (err) {
         throw new HarnessError("exited", `exited before ready (spawn_failed, code null): spawn ${file} ${(err as NodeJS.ErrnoException).code ?? "failed"}`);
       }
-      dir = await mkdtemp(join(identity ? tmpdir() : options.rootDir, "svc-harness-"));
+      // A user of its own was claimed with its private directory (./harness-users.ts).
+      dir = ownUser ? privateDirOf(identity!.uid) : await mkdtemp(join(identity ? tmpdir() : options.rootDir, "svc-harness-"));
       const subdirs = ["home", "tmp", "work"].map((d) => join(dir, d));
       await Promise.all(subdirs.map((d) => mkdir(d, { mode: 0o700 })));
       if (identity) await Promise.all([dir, ...subdirs].map((d) => chown(d, identity.uid, identity.gid)));
@@ -413,8 +414,10 @@ export class HarnessProcess {
    * cannot be removed is logged, never thrown: the runner-host serves every other tenant.
    */
   async #cleanUp(): Promise<void> {
+    // A user's release removes its private directory itself: once the id is free, that path may
+    // already be another process's.
     if (this.#ownUser) await harnessUsers().release(this.#ownUser.uid).catch((err: Error) => this.#log("error", "harness user not released", { error: err.message }));
-    await rm(this.workDir, { recursive: true, force: true }).catch((err: Error) => this.#log("error", "harness directory not removed", { error: err.message, dir: this.workDir }));
+    else await rm(this.workDir, { recursive: true, force: true }).catch((err: Error) => this.#log("error", "harness directory not removed", { error: err.message, dir: this.workDir }));
   }
 
   #handleOutput(value: Record<string, unknown>): void {

@@ -5,19 +5,23 @@
  * between users keep them apart. The ids are numeric and need no /etc/passwd entry.
  *
  * Lifecycle of an id: `acquire` takes the first id of the range that this runner-host does not hold
- * and no running process has (another runner-host on the same machine may use the same range; the
- * scan starts at an offset of this process's own, so two rarely look at the same ids at once).
- * `release`, once the harness process has exited, kills every process still running as that user
- * (a child that left the harness's process group, e.g. with `setsid`, which the group kill misses),
- * removes what the user left in the machine's shared temporary directories (the next process given
- * the id, of any tenant, would own it), and then frees the id.
+ * and no running process has, and claims it by making the id's private directory
+ * (`svc-harness-u<id>` in the temporary directory, then owned by the id). Another runner-host on the
+ * same machine may use the same range: its scan can run while this one's process is not started
+ * yet, so the scan alone could give both the id; `mkdir` is atomic, so only one of them makes the
+ * directory and the other moves on. (The scan starts at an offset of this process's own, so two
+ * rarely look at the same ids at once.) `release`, once the harness process has exited, kills every
+ * process still running as that user (a child that left the harness's process group, e.g. with
+ * `setsid`, which the group kill misses), removes what the user left in the machine's shared
+ * temporary directories (the next process given the id, of any tenant, would own it) and the
+ * private directory, and then frees the id.
  *
  * The kill is `kill(-1, SIGKILL)` made AS that user (a shell started with its id): the kernel
  * signals every process the user owns in one pass that no fork can slip past, where a scan of /proc
  * followed by kills misses a child that keeps forking and exiting under new pids.
  */
 import { spawn } from "node:child_process";
-import { lstatSync, readdirSync, rmSync, statSync } from "node:fs";
+import { chownSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
 import { lstat, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -55,7 +59,7 @@ export class HarnessUsers {
     const size = this.last - this.first + 1;
     for (let i = 0; i < size; i++) {
       const uid = this.first + ((this.#next - this.first + i) % size);
-      if (this.#held.has(uid) || busy.has(uid)) continue;
+      if (this.#held.has(uid) || busy.has(uid) || !claim(uid)) continue;
       this.#held.add(uid);
       this.#next = uid + 1 > this.last ? this.first : uid + 1;
       return { uid, gid: uid };
@@ -70,8 +74,32 @@ export class HarnessUsers {
   async release(uid: number): Promise<void> {
     await killEverythingOf(uid);
     await removeLeftovers(uid);
+    await rm(privateDirOf(uid), { recursive: true, force: true });
     this.#held.delete(uid);
   }
+}
+
+/** The private directory of the harness process running as `uid`; making it claims the id. */
+export function privateDirOf(uid: number): string {
+  return path.join(tmpdir(), `svc-harness-u${uid}`);
+}
+
+/** Claims `uid` machine-wide: false when another runner-host's (or a stale) private directory has it. */
+function claim(uid: number): boolean {
+  const dir = privateDirOf(uid);
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw e;
+  }
+  try {
+    chownSync(dir, uid, uid);
+  } catch (e) {
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+  return true;
 }
 
 /** `SVC_HARNESS_UIDS` as a range, the default when unset. */

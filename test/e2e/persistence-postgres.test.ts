@@ -35,25 +35,36 @@ it("another deployment discovers a tenant's sessions through the PostgreSQL mirr
   const persistence = { provider: "filesystem", directory: store, postgres_env: "PG_URL", interval_seconds: 1 };
   const env = { ...baseEnv, PG_URL: postgres.url };
   const first = await startStack({ config: stackConfig(provider, persistence), env });
+  const client = new pg.Client({ connectionString: postgres.url });
+  await client.connect();
+  /** The session's mirror row; none before the first push has made the table (42P01: no such table). */
+  const mirrored = () =>
+    client.query("SELECT tenant, id, body FROM svc_sessions WHERE id = $1", [id]).then(
+      (r) => r.rows,
+      (e: { code?: string }) => (e.code === "42P01" ? [] : Promise.reject(e)),
+    );
   let id: string;
   let events: unknown[];
+  let rows: { tenant: string; id: string; body: { status: string } }[];
   try {
     const s = await createSession(first.url);
     id = s.id;
     await turn(first.url, s, "mirror me");
-    const mark = first.mark();
     expect((await call(first.url, "POST", `/sessions/${id}/flush`, { token: TOKEN })).body.pending).toBe(false);
-    await first.waitForLog(/"msg":"tenant index mirrored"/, 20_000, mark);
+    // Pushes to the mirror trail the index (a push of the running status can land after the turn
+    // ended): each one is logged, and the one carrying the ended turn comes.
+    for (;;) {
+      const mark = first.mark();
+      rows = await mirrored();
+      if (rows[0]?.body.status === "idle") break;
+      await first.waitForLog(/"msg":"tenant index mirrored"/, 20_000, mark);
+    }
     events = await allEvents(first.url, id);
     s.sse.close();
   } finally {
+    await client.end();
     await first.stop();
   }
-
-  const client = new pg.Client({ connectionString: postgres.url });
-  await client.connect();
-  const rows = (await client.query("SELECT tenant, id, body FROM svc_sessions WHERE id = $1", [id])).rows;
-  await client.end();
   expect(rows).toHaveLength(1);
   expect(rows[0]).toMatchObject({ tenant: "t", id, body: { id, harness: "pi", status: "idle" } });
 

@@ -4,7 +4,7 @@
  * no shell example runs a `.ts` file with a bare `node` (an older system Node cannot load it; npm
  * scripts and npx put the project's Node 24 first), every relative link resolves, and every
  * repository path a file names exists. The bench entry points themselves run in short mode in
- * test/e2e/bench-entry-points.test.ts.
+ * test/bench/entry-points.test.ts.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";

@@ -10,26 +10,42 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { harnessIdentity } from "../../runner-host/harness/clean-spawn.ts";
 import { HarnessProcess } from "../../runner-host/harness/harness-process.ts";
-import { DEFAULT_HARNESS_UIDS, harnessUidRange, harnessUserProblem, HarnessUsers, removeStaleHarnessDirs } from "../../runner-host/harness/harness-users.ts";
+import { DEFAULT_HARNESS_UIDS, harnessUidRange, harnessUserProblem, HarnessUsers, privateDirOf, removeStaleHarnessDirs } from "../../runner-host/harness/harness-users.ts";
 import { rootDir } from "./harness-helpers.ts";
 
 const me = process.getuid!();
 
 describe("harness users", () => {
-  it("never hands out an id a running process has, nor one it already holds, and says when none is left", async () => {
-    // A process running as `busy` (this test's own user, or, as root, a sleeper started as 4242).
-    const sleeper = me === 0 ? spawn("sleep", ["30"], { uid: 4242, gid: 4242, stdio: "ignore" }) : undefined;
-    const busy = sleeper ? 4242 : me;
+  // Users of their own are a root runner-host's (acquiring one makes a directory owned by the id).
+  it.runIf(me === 0)("never hands out an id a running process has, nor one it already holds, and says when none is left", async () => {
+    // A process running as `busy` (a sleeper started as 4242).
+    const sleeper = spawn("sleep", ["30"], { uid: 4242, gid: 4242, stdio: "ignore" });
+    const busy = 4242;
+    const users = new HarnessUsers({ first: busy, last: busy + 2 });
     try {
-      const users = new HarnessUsers({ first: busy, last: busy + 2 });
       const ids = [users.acquire().uid, users.acquire().uid];
       expect(ids.sort()).toEqual([busy + 1, busy + 2]);
+      expect(statSync(privateDirOf(busy + 1)).uid).toBe(busy + 1);
       expect(() => users.acquire()).toThrow(`every harness user id in ${busy}-${busy + 2} is in use`);
       await users.release(busy + 1);
+      expect(existsSync(privateDirOf(busy + 1))).toBe(false);
       expect(users.acquire()).toEqual({ uid: busy + 1, gid: busy + 1 });
     } finally {
-      sleeper?.kill("SIGKILL");
+      sleeper.kill("SIGKILL");
+      await Promise.all([busy + 1, busy + 2].map((u) => users.release(u)));
     }
+  });
+
+  it.runIf(me === 0)("two runner-hosts of one machine that choose an id before either starts its process never both get it", async () => {
+    // Nothing runs as the id yet, so a scan of /proc alone would give it to both.
+    const a = new HarnessUsers({ first: 4250, last: 4250 });
+    const b = new HarnessUsers({ first: 4250, last: 4250 });
+    expect(a.acquire()).toEqual({ uid: 4250, gid: 4250 });
+    expect(() => b.acquire()).toThrow("every harness user id in 4250-4250 is in use");
+    await a.release(4250);
+    expect(b.acquire()).toEqual({ uid: 4250, gid: 4250 });
+    await b.release(4250);
+    expect(existsSync(privateDirOf(4250))).toBe(false);
   });
 
   it("reads SVC_HARNESS_UIDS as first-last, above 65535 by default, and refuses anything else", () => {
@@ -125,10 +141,12 @@ describe("harness users", () => {
       const own = path.join(tmpdir(), "svc-harness-leftover-test");
       mkdirSync(own);
       chownSync(own, 150_004, 150_004);
+      const users = new HarnessUsers({ first: 150_004, last: 150_005 });
       try {
-        expect(new HarnessUsers({ first: 150_004, last: 150_005 }).acquire()).toEqual({ uid: 150_005, gid: 150_005 });
+        expect(users.acquire()).toEqual({ uid: 150_005, gid: 150_005 });
       } finally {
         rmSync(own, { recursive: true, force: true });
+        await users.release(150_005);
       }
     } finally {
       sleeper.kill("SIGKILL");
