@@ -91,6 +91,12 @@ type Entry = { s: PoolSession; turn: boolean; busy: boolean; cancelled: boolean;
 export class HarnessPool {
   readonly #o: PoolOptions;
   #procs = new Map<string, PooledProcess[]>();
+  /**
+   * Exits whose clean-up is still running (the harness user's release: what runs as it is killed,
+   * its private directory removed): `stop` waits for them, or a runner-host that exits at once
+   * leaves those directories behind.
+   */
+  readonly #cleaning = new Set<Promise<unknown>>();
   #where = new Map<PoolSession, Residency>();
   #queue: Entry[] = [];
   #starting = new Map<string, number>();
@@ -143,7 +149,7 @@ export class HarnessPool {
     this.#stopped = true;
     for (const e of this.#queue.splice(0)) e.settle(new CancelledError("the runner-host is shutting down"));
     this.#where.clear();
-    await Promise.all(this.processes().map((p) => p.stop()));
+    await Promise.all([...this.processes().map((p) => p.stop()), ...this.#cleaning]);
   }
 
   #enqueue(s: PoolSession, turn: boolean, signal?: AbortSignal): Promise<TurnSlot> {
@@ -440,13 +446,17 @@ export class HarnessPool {
   #onExit(p: PooledProcess, exit: HarnessExit, expected: boolean): void {
     const list = this.#procs.get(p.harness) ?? [];
     this.#procs.set(p.harness, list.filter((x) => x !== p));
+    const cleaned = p.hp?.exited;
+    if (cleaned) (this.#cleaning.add(cleaned), void cleaned.finally(() => this.#cleaning.delete(cleaned)));
     const message = exitMessage(exit);
     for (const [s, r] of this.#where) {
       if (r.proc !== p || !r.open) continue; // opening ones fail through their open
       this.#where.delete(s);
       if (!expected) s.harnessLost(message);
     }
-    if (!expected) this.#o.log("warn", "harness process ended", { harness: p.harness, pid: p.pid, reason: exit.reason });
+    // A start that never made a process (no user id free, no binary) logged nothing of its own: its
+    // reason, the runner-host's own words, goes here. A process that ran logged its exit itself.
+    if (!expected) this.#o.log("warn", "harness process ended", { harness: p.harness, pid: p.pid, reason: exit.reason, ...(p.hp === undefined ? { message: exit.message } : {}) });
     // A spare that ends unasked (a harness that exits when it holds no session) would be replaced,
     // and end, forever: like one that fails to start, it waits for a process of its harness to start.
     if (!expected && p.spare) this.#spareFailed.add(p.harness);

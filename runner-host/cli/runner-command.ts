@@ -13,7 +13,7 @@ import path from "node:path";
 import type { RunnerConfig } from "../../src/shared/runner-config-schema.ts";
 import { resolveDataDir } from "./config-file.ts";
 import { dataDirProblem, makePrivateDataDir } from "./data-dir-usable.ts";
-import { harnessUidRange, harnessUserProblem, removeStaleHarnessDirs } from "../harness/harness-users.ts";
+import { harnessUidRange, harnessUserProblem, sweepStaleHarnessDirs } from "../harness/harness-users.ts";
 import { harnessIdentity } from "../harness/clean-spawn.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
 import { log } from "../log.ts";
@@ -166,6 +166,6 @@ export function harnessRoot(dataDir: string): string {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   // Harnesses with users of their own keep their private directories in the temporary directory:
   // what a killed runner-host left there goes too.
-  if (harnessIdentity() === "own") removeStaleHarnessDirs(harnessUidRange(process.env.SVC_HARNESS_UIDS));
+  if (harnessIdentity() === "own") sweepStaleHarnessDirs(harnessUidRange(process.env.SVC_HARNESS_UIDS), log);
   return dir;
 }

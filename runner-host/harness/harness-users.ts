@@ -25,6 +25,7 @@ import { chownSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync } from "
 import { lstat, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import type { Logger } from "../log.ts";
 import { harnessIdentity, type Identity } from "./clean-spawn.ts";
 
 /** World-writable directories a harness can leave files in, besides its private one (removed apart). */
@@ -131,6 +132,8 @@ export function harnessUserProblem(env: Record<string, string | undefined> = pro
  * machine may have made one and not yet started its process (a minute is far beyond that gap).
  */
 const STALE_DIR_MIN_AGE_MS = 60_000;
+/** After the youngest directory the first sweep skipped is past that age, ms (timer slack). */
+const SECOND_SWEEP_MARGIN_MS = 5_000;
 
 /**
  * At a root runner-host's start: what harness users of the range left behind when a runner-host was
@@ -161,6 +164,27 @@ export function removeStaleHarnessDirs(range: { first: number; last: number }, d
     }
   }
   return removed;
+}
+
+/**
+ * A root runner-host's start: `removeStaleHarnessDirs` now, and once more when the private
+ * directories too young for it are old enough (a runner-host restarted at once after a kill left
+ * them; until then their ids stay unused). The second sweep is logged, never thrown.
+ */
+export function sweepStaleHarnessDirs(
+  range: { first: number; last: number },
+  log: Logger,
+  o: { laterMs?: number; dirs?: readonly string[] } = {},
+): void {
+  removeStaleHarnessDirs(range, o.dirs);
+  setTimeout(() => {
+    try {
+      const removed = removeStaleHarnessDirs(range, o.dirs);
+      if (removed > 0) log("info", "removed what killed harness users left", { entries: removed });
+    } catch (e) {
+      log("error", "could not remove what killed harness users left", { error: (e as Error).message });
+    }
+  }, o.laterMs ?? STALE_DIR_MIN_AGE_MS + SECOND_SWEEP_MARGIN_MS).unref();
 }
 
 /** Ids of the range that own a private directory in the temporary directory. */

@@ -10,7 +10,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { harnessIdentity } from "../../runner-host/harness/clean-spawn.ts";
 import { HarnessProcess } from "../../runner-host/harness/harness-process.ts";
-import { DEFAULT_HARNESS_UIDS, harnessUidRange, harnessUserProblem, HarnessUsers, privateDirOf, removeStaleHarnessDirs } from "../../runner-host/harness/harness-users.ts";
+import { DEFAULT_HARNESS_UIDS, harnessUidRange, harnessUserProblem, HarnessUsers, privateDirOf, removeStaleHarnessDirs, sweepStaleHarnessDirs } from "../../runner-host/harness/harness-users.ts";
 import { rootDir } from "./harness-helpers.ts";
 
 const me = process.getuid!();
@@ -114,6 +114,25 @@ describe("harness users", () => {
     await hp.kill();
     expect(existsSync(hp.workDir)).toBe(false);
     expect(logs.filter((l) => l.level === "error")).toEqual([]);
+  });
+
+  it.runIf(me === 0)("a private directory too young for the start-up sweep goes at the sweep once more a minute later", async () => {
+    const tmp = mkdtempSync(path.join(tmpdir(), "svc-stale-"));
+    try {
+      const dir = path.join(tmp, "svc-harness-u150020");
+      mkdirSync(dir);
+      chownSync(dir, 150_020, 150_020);
+      const almostAMinute = (Date.now() - 59_700) / 1000; // young at the first sweep, old at the second
+      utimesSync(dir, almostAMinute, almostAMinute);
+      let logged!: (l: { msg: string; fields: Record<string, unknown> }) => void;
+      const second = new Promise<{ msg: string; fields: Record<string, unknown> }>((r) => (logged = r));
+      sweepStaleHarnessDirs({ first: 150_020, last: 150_021 }, (_level, msg, fields = {}) => logged({ msg, fields }), { laterMs: 600, dirs: [tmp] });
+      expect(existsSync(dir)).toBe(true);
+      expect(await second).toEqual({ msg: "removed what killed harness users left", fields: { entries: 1 } });
+      expect(existsSync(dir)).toBe(false);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
   });
 
   it.runIf(me === 0)("at start, removes what the users of a killed runner-host left, and only that; a fresh private directory's id is not handed out", async () => {

@@ -3,6 +3,7 @@
  * turns): `RunnerHost.drain` ends running and waiting turns as interrupted by shutdown, has them
  * acked, detaches every session and stops the harness processes.
  */
+import { existsSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { alive, opened, Rig, SLOW, turnEnd } from "./runner-setup.ts";
 
@@ -50,6 +51,21 @@ describe("runner-host drain", () => {
     expect(control.messages.items.findLast((m) => m.t === "status")).toMatchObject({ draining: true });
     control.send({ t: "attach", session: "dr-late", lease: 1, harness: "ref" });
     expect(await control.messages.find((m) => m.t === "attach_refused")).toMatchObject({ session: "dr-late", reason: "draining" });
+  });
+
+  // A user of its own, and so a private directory released after the exit, is a root runner-host's.
+  it.runIf(process.getuid!() === 0)("a stop right after a process ended for its last detach waits until its private directory is gone", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("dr-clean");
+    await opened(fake);
+    const proc = rig.host.pool.residentIn(rig.host.session("dr-clean")!)!;
+    const dir = proc.hp!.workDir;
+    expect(existsSync(dir)).toBe(true);
+    const ended = rig.logs.next((l) => l.msg === "harness exited" && l.fields.pid === proc.pid);
+    await rig.host.pool.evict(rig.host.session("dr-clean")!);
+    await ended; // off the pool's books; its user's release (and the directory's removal) still running
+    await rig.host.drain();
+    expect(existsSync(dir)).toBe(false);
   });
 
   it("does not wait past its bound for an object that never acks", async () => {

@@ -76,6 +76,15 @@ describe("runner-host turns", () => {
     expect(await turnEnd(fake, turn)).toMatchObject({ status: "failed", error: { code: "service_error" } });
   });
 
+  it("a harness process that cannot start fails the open saying why, and the runner-host's log says why too", async () => {
+    rig = await Rig.start({ harness: { command: ["/nonexistent/harness-binary"] } });
+    const fake = await rig.open("sess-nostart");
+    const m = await fake.ups.next((m) => m.t === "open_failed" || m.t === "opened");
+    expect(m.t === "open_failed" && m.message).toMatch(/could not start: .*nonexistent\/harness-binary ENOENT/);
+    const line = await rig.logs.next((l) => l.msg === "harness process ended");
+    expect(line.fields).toMatchObject({ reason: "spawn_failed", message: expect.stringMatching(/nonexistent\/harness-binary ENOENT/) });
+  });
+
   it("answers open_failed saying the reasoning effort is unsupported", async () => {
     rig = await Rig.start();
     const fake = await rig.open("sess-effort", { reasoning_effort: "high" });
