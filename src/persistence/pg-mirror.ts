@@ -38,6 +38,8 @@ let tableReady = false;
 
 /** Longest one mirror call may take, connection included, ms: a list waits this long at worst. */
 const MIRROR_CALL_MS = 5_000;
+/** Longest wait for a connection's orderly close, ms: a stalled one is dropped, not waited on. */
+const MIRROR_CLOSE_MS = 100;
 
 /** The connection string, or undefined when no mirror is configured. */
 export function mirrorConnection(env: Env, rt: Runtime): string | undefined {
@@ -70,7 +72,7 @@ async function withClient<T>(conn: string, fn: (q: (text: string, values?: unkno
   } finally {
     if (timer !== undefined) clearTimeout(timer);
     // The query's own outcome is what the caller needs; a stalled connection is cut here.
-    await Promise.race([client.end(), new Promise((r) => setTimeout(r, 100))]).catch(() => undefined);
+    await Promise.race([client.end(), new Promise((r) => setTimeout(r, MIRROR_CLOSE_MS))]).catch(() => undefined);
   }
 }
 

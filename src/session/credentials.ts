@@ -78,11 +78,18 @@ export async function decryptCredential(
   const varName = config.credential_keys?.keys[c.key_id];
   if (!varName) throw new Error(`credential key "${c.key_id}" is not configured`);
   const key = await importKey(c.key_id, vars[varName]);
-  const pt = await crypto.subtle.decrypt(
-    { name: "AES-GCM", iv: fromBase64(c.iv), additionalData: credentialAad(binding.tenant, binding.sessionId, c.alias) },
-    key,
-    fromBase64(c.ciphertext),
-  );
+  let pt: ArrayBuffer;
+  try {
+    pt = await crypto.subtle.decrypt(
+      { name: "AES-GCM", iv: fromBase64(c.iv), additionalData: credentialAad(binding.tenant, binding.sessionId, c.alias) },
+      key,
+      fromBase64(c.ciphertext),
+    );
+  } catch {
+    // For the operator's log: the key, and why (GCM's check failed: another key value, or another
+    // session's record). No key material is in the message.
+    throw new Error(`credential key "${c.key_id}": its value does not decrypt the override (it changed)`);
+  }
   return JSON.parse(new TextDecoder().decode(pt));
 }
 

@@ -189,15 +189,7 @@ export class RuntimeCalls {
     const c = this.#sql.exec<EncryptedCredential>("SELECT alias, key_id, iv, ciphertext FROM credentials WHERE alias = ?", alias).toArray()[0];
     if (!c) return undefined;
     const rt = await getRuntime(this.#env);
-    try {
-      return (await decryptCredential(rt.config, rt.vars, { tenant: row.tenant, sessionId: row.id }, c)) as CredentialValue;
-    } catch (e) {
-      // For the operator's log: which key, and why (no message here holds key material; the
-      // configuration's own messages name the key already).
-      if (e instanceof Error && e.message.startsWith("credential key")) throw e;
-      const why = e instanceof Error && e.name === "OperationError" ? "its value does not decrypt the override (it changed)" : e instanceof Error ? e.message : "error";
-      throw new Error(`credential key "${c.key_id}": ${why}`);
-    }
+    return (await decryptCredential(rt.config, rt.vars, { tenant: row.tenant, sessionId: row.id }, c)) as CredentialValue;
   }
 }
 

@@ -76,21 +76,22 @@ export class Scheduler {
     const rt = await this.#p.runtime();
     const row = this.#p.state.row();
     if (!row || row.status === "closed" || row.status === "interrupted" || row.status === "failed") return;
-    if (!this.#p.turns.running() && !this.#p.turns.hasQueued()) return;
-    // Checked where the session would be placed or a turn started; a running turn goes on.
-    const grant = row.link_state === "none" || !this.#p.turns.running() ? runGrant(rt, row) : undefined;
+    const running = this.#p.turns.running();
+    if (!running && !this.#p.turns.hasQueued()) return;
+    if (running && row.link_state !== "none") return; // the turn goes on where it runs
+    // Placing the session or starting a turn needs what the configuration grants now.
+    const grant = runGrant(rt, row);
     if (typeof grant === "string") return this.#failBlocked(grant);
     if (row.link_state === "none") {
       const lease = this.#p.state.storage.transactionSync(() => this.#p.link.newLease());
       await this.#p.placement.place(sessionObjectName(row.tenant, row.id), lease, row.harness, rt.config);
       return;
     }
-    if (row.link_state !== "open" || this.#p.turns.running()) return;
+    if (row.link_state !== "open") return;
     // The link is lost (its runner-host may be gone): the input waits, queued, for the runner-host
     // to dial back (hello starts it) or for the grace to run out (the session is placed anew). A
     // turn started now would fail with the link, though it never reached any runner-host.
     if (row.link_lost_at && !this.#p.link.socket()) return;
-    if (!grant) return; // no turn runs here, so the grant was read above (this narrows its type)
     let started = false;
     const events = this.#p.state.storage.transactionSync(() => {
       const s = this.#p.turns.start(now());

@@ -284,7 +284,10 @@ describe("Create a session: credential overrides", () => {
     const vars = { CRED_KEY_1: AES_KEY };
     const gh = rows.find((r) => r.alias === "gh")!;
     expect(await decryptCredential(parsed.config, vars, { tenant: TENANT, sessionId: created.id }, gh)).toBe(secretValue);
-    await expect(decryptCredential(parsed.config, vars, { tenant: "other", sessionId: created.id }, gh)).rejects.toThrow();
+    await expect(decryptCredential(parsed.config, vars, { tenant: "other", sessionId: created.id }, gh)).rejects.toThrow(`credential key "${gh.key_id}": its value does not decrypt the override`);
+    // Another value under the key's id: the failure names the key (for the operator's log), no more.
+    const other = { CRED_KEY_1: btoa(String.fromCharCode(...new Uint8Array(32).fill(7))) };
+    await expect(decryptCredential(parsed.config, other, { tenant: TENANT, sessionId: created.id }, gh)).rejects.toThrow(`credential key "${gh.key_id}": its value does not decrypt the override (it changed)`);
 
     const got = await (await api(`/sessions/${created.id}`)).text();
     const list = await (await api("/sessions?limit=1000")).text();
