@@ -3,16 +3,23 @@
  * when it is pushed there.
  *
  * Pushes are at least INDEX_INTERVAL_MS apart unless `urgent`: a change inside the interval is
- * left to an alarm at its end, which pushes whatever the row is then (one push for a turn's
+ * left to a timer at its end, which pushes whatever the row is then (one push for a turn's
  * `running` and `idle`, or for a burst of turns). A push that fails is retried by an alarm until it
  * lands.
  *
+ * A timer, not the object's alarm: an alarm is durable, so arming one and its firing are two
+ * writes to the runtime's alarm store, each a commit with its own `fsync` in the local stack, one
+ * pair per busy session per second (bench/RESULTS.md, tenth session). The timer dies with the
+ * instance, so a deferral also makes sure an alarm comes within INDEX_BACKSTOP_MS, which a running
+ * turn's watch (link-grace.ts) already does without a write.
+ *
  * Storage layout / lifecycle: what is owed is durable (`session.indexed_version` < `version`), so
- * an eviction before that alarm only delays the push to the object's next wake. Memory holds only
- * when this instance last pushed and the TenantObject's stub.
+ * an eviction before the timer only delays the push to the backstop alarm or the object's next
+ * wake. Memory holds when this instance last pushed, its pending timer and the TenantObject's stub.
  */
 import { log } from "../log.ts";
 import type { Session } from "../shared/api-schema.ts";
+import { RUNNING_WATCH_MS } from "./link-grace.ts";
 import { toSession, type SessionRow } from "./record.ts";
 
 /** Retry delay for a tenant-index push that failed, ms. Only armed while the index is behind. */
@@ -24,6 +31,12 @@ export const INDEX_RETRY_MS = 2_000;
  * rebinds are pushed before they are answered, whatever the interval.
  */
 export const INDEX_INTERVAL_MS = 1_000;
+/**
+ * While a push waits on this instance's timer, the object's alarm comes within this long, ms, in
+ * case the instance goes first. A running turn's watch, so that its alarm serves: a busy session's
+ * deferred pushes arm nothing new.
+ */
+export const INDEX_BACKSTOP_MS = RUNNING_WATCH_MS;
 
 /** What a push needs of the TenantObject (its stub fits). */
 export type TenantIndex = { upsert(id: string, version: number, session: Session, tenant?: string): Promise<unknown> };
@@ -43,6 +56,8 @@ export class IndexPush {
   readonly #index: IndexPushParts["index"];
   /** When this instance last pushed to the tenant index (ms since epoch; 0: not yet). */
   #lastPush = 0;
+  /** The push left to the end of the interval, if one is. */
+  #timer: ReturnType<typeof setTimeout> | undefined;
   #tenantStub: { tenant: string; stub: TenantIndex } | undefined;
 
   constructor(o: IndexPushParts) {
@@ -59,7 +74,7 @@ export class IndexPush {
     const row = this.#state.row();
     if (!row || row.indexed_version >= row.version) return;
     const due = this.#lastPush + INDEX_INTERVAL_MS;
-    if (!urgent && Date.now() < due) return this.#arm(due);
+    if (!urgent && Date.now() < due) return this.#later(due);
     this.#lastPush = Date.now();
     try {
       await this.#tenantIndex(row.tenant).upsert(row.id, row.version, toSession(row), row.tenant);
@@ -68,6 +83,15 @@ export class IndexPush {
       log("warn", "tenant index push failed", { session_id: row.id, error: String(e) });
       await this.#arm(Date.now() + INDEX_RETRY_MS);
     }
+  }
+
+  /** Leaves the push to a timer at `due` (one for every change until then), with the backstop alarm armed. */
+  #later(due: number): Promise<void> {
+    this.#timer ??= setTimeout(() => {
+      this.#timer = undefined;
+      this.push().catch((e) => log("warn", "tenant index push failed", { session_id: this.#state.row()?.id, error: String(e) }));
+    }, due - Date.now());
+    return this.#arm(Date.now() + INDEX_BACKSTOP_MS);
   }
 
   /** The TenantObject's stub, made once per instance: naming an object hashes its name. */

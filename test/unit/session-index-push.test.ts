@@ -1,11 +1,12 @@
 /**
  * The tenant index push policy of a session (src/session/index-push.ts; docs/design-notes.md):
- * pushes nobody waits on are at least INDEX_INTERVAL_MS apart, urgent ones go at once, a failure is
- * retried by an alarm, and the version marked indexed is the one pushed.
+ * pushes nobody waits on are at least INDEX_INTERVAL_MS apart (a timer at the interval's end, with
+ * the object's alarm as a backstop), urgent ones go at once, a failure is retried by an alarm, and
+ * the version marked indexed is the one pushed.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Session } from "../../src/shared/api-schema.ts";
-import { INDEX_INTERVAL_MS, INDEX_RETRY_MS, IndexPush } from "../../src/session/index-push.ts";
+import { INDEX_BACKSTOP_MS, INDEX_INTERVAL_MS, INDEX_RETRY_MS, IndexPush } from "../../src/session/index-push.ts";
 import { toSession, type SessionRow } from "../../src/session/record.ts";
 import { sessionRow } from "./session-row.ts";
 
@@ -47,7 +48,7 @@ function change(r: ReturnType<typeof rig>, patch: Partial<SessionRow> = {}): voi
 }
 
 beforeEach(() => {
-  vi.useFakeTimers({ toFake: ["Date"] });
+  vi.useFakeTimers({ toFake: ["Date", "setTimeout", "clearTimeout"] });
   vi.setSystemTime(T0);
 });
 afterEach(() => {
@@ -71,25 +72,45 @@ describe("tenant index push", () => {
     expect([held.upserts, held.alarms, none.upserts, none.alarms]).toEqual([[], [], [], []]);
   });
 
-  it("leaves a change inside the interval to an alarm at its end, which pushes the row as it is then", async () => {
+  it("leaves changes inside the interval to one timer at its end, which pushes the row as it is then; the alarm is the backstop", async () => {
     const r = rig();
     await r.push.push();
-    vi.setSystemTime(T0 + 400);
+    await vi.advanceTimersByTimeAsync(400);
     change(r, { status: "running" });
     await r.push.push();
-    vi.setSystemTime(T0 + 700);
+    await vi.advanceTimersByTimeAsync(300);
     change(r, { status: "idle" });
     await r.push.push();
     expect(r.upserts).toHaveLength(1);
-    expect(r.alarms).toEqual([T0 + INDEX_INTERVAL_MS, T0 + INDEX_INTERVAL_MS]);
+    expect(vi.getTimerCount()).toBe(1);
+    // Armed unless an alarm comes sooner (the object's `arm`): a running turn's watch already does.
+    expect(r.alarms).toEqual([T0 + 400 + INDEX_BACKSTOP_MS, T0 + 700 + INDEX_BACKSTOP_MS]);
 
-    vi.setSystemTime(T0 + INDEX_INTERVAL_MS);
-    await r.push.push(true); // the object's alarm
+    await vi.advanceTimersByTimeAsync(INDEX_INTERVAL_MS - 701);
+    expect(Date.now()).toBe(T0 + INDEX_INTERVAL_MS - 1);
+    expect(r.upserts).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1);
     expect(r.upserts.map((u) => [u.version, u.session.status])).toEqual([
       [2, "idle"],
       [4, "idle"],
     ]);
     expect(r.marked).toEqual([2, 4]);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("an instance gone before its timer leaves the push owed, and the backstop alarm pushes it", async () => {
+    const r = rig();
+    await r.push.push();
+    vi.setSystemTime(T0 + 400);
+    change(r, { status: "running" });
+    await r.push.push();
+    // A new instance (eviction, restart): no timer, the owed version is in the row.
+    const owed = r.row!;
+    const next = rig(owed);
+    vi.setSystemTime(T0 + 400 + INDEX_BACKSTOP_MS);
+    await next.push.push(true); // the object's alarm
+    expect(next.upserts.map((u) => [u.version, u.session.status])).toEqual([[owed.version, "running"]]);
+    expect(next.marked).toEqual([owed.version]);
   });
 
   it("pushes an urgent change inside the interval at once, and a change at the interval's end without an alarm", async () => {
