@@ -8,7 +8,9 @@
  * - Messages sent in one turn of the event loop (numbered and live) leave together, in order, at
  *   the end of it, as one `batch` frame (a turn's last delta, `assistant`, `native` and `turn_end`
  *   usually do): the object applies them in one transaction, publishes them in one push and acks
- *   once. Acks of down messages wait up to ACK_DELAY_MS for such a frame to ride in.
+ *   once. `native` records and acks of down messages wait (up to HOLD_MS) for the next frame with
+ *   another numbered message, which the object writes anyway: on their own they would cost it a
+ *   commit of their own in the middle of the turn.
  * - Down messages are applied once, in order: a seq already applied is only re-acked; a gap
  *   (never expected on one ordered socket) drops the socket so the object resends from `hello`.
  * - `delta` and `progress` are live-only: sent when the socket is open, otherwise lost.
@@ -37,17 +39,15 @@ export type { NumberedUp };
  */
 const BATCH_CHARS = 1024 * 1024;
 /**
- * How long an ack of down messages may wait for an up frame to ride in, ms. A `run` is followed
- * by the turn's first delta within milliseconds, so its ack costs no frame of its own; the object
- * only trims its resend outbox by acks, so a later ack delays nothing.
+ * How long a `native` record or an ack of down messages may wait for a frame with another
+ * numbered message (a tool call, the reply, the turn's end), ms. Each would otherwise be a write
+ * of its own at the object, and a commit with an `fsync` in the local stack (two per turn under
+ * load: bench/RESULTS.md, tenth session). Neither is waited on while it waits: the object only
+ * trims its resend outbox by acks, and a turn's records count once the turn completes (a turn that
+ * does not is cut back to the last checkpoint). Whoever waits for an ack flushes them at once
+ * (`waitAcked`). Short enough that a long turn's records still reach the object as it goes.
  */
-const ACK_DELAY_MS = 50;
-/**
- * How long a `native` record may wait for a frame to ride in, ms. A turn's first record (the user
- * message) is appended while the harness is on its way to the provider: a frame of its own then
- * would make the object write and commit in the middle of the turn's first output.
- */
-const NATIVE_DELAY_MS = 20;
+export const HOLD_MS = 1_000;
 /** A numbered up message before the link assigns its seq. */
 export type UpBody = NumberedUp extends infer M ? (M extends NumberedUp ? Omit<M, "seq"> : never) : never;
 export type LiveUp = Extract<LinkUp, { t: "delta" | "progress" | "credential" }>;
@@ -81,11 +81,12 @@ export class SessionLink {
   #unacked: NumberedUp[] = [];
   /** Messages of this event-loop turn not yet written, as JSON, in order; written by `#flush`. */
   #pending: string[] = [];
-  /**
-   * The one flush that is scheduled: at the end of this event-loop turn (`soon`), or after a wait
-   * that only a `native` record or a down-ack is allowed (whichever is due first wins).
-   */
-  #due: { at: number; soon: boolean; cancel(): void } | undefined;
+  /** `native` records waiting for a frame with another numbered message, as JSON, in seq order. */
+  #held: string[] = [];
+  /** The flush at the end of this event-loop turn, when one is scheduled. */
+  #soon: NodeJS.Immediate | undefined;
+  /** The flush of what is held (records, an ack) after HOLD_MS, when anything is. */
+  #hold: NodeJS.Timeout | undefined;
   #acked = 0;
   #applied = 0;
   #ended = false;
@@ -124,8 +125,14 @@ export class SessionLink {
     if (this.#ended) return m.seq;
     this.#unacked.push(m);
     if (!this.isOpen) return m.seq;
+    if (m.t === "native") {
+      this.#held.push(JSON.stringify(m));
+      this.#holdOn();
+      return m.seq;
+    }
+    this.#release();
     this.#pending.push(JSON.stringify(m));
-    this.#flushWithin(m.t === "native" ? NATIVE_DELAY_MS : 0);
+    this.#flushSoon();
     return m.seq;
   }
 
@@ -136,8 +143,8 @@ export class SessionLink {
    */
   sendLive(m: LiveUp, now = false): boolean {
     if (!this.isOpen) return false;
-    if (now && !this.#due?.soon) {
-      // Ahead of any `native` record still waiting: those have no events to keep in order with.
+    if (now && !this.#soon) {
+      // Ahead of any `native` record still held: those have no events to keep in order with.
       this.#ws!.send(JSON.stringify(m));
       return true;
     }
@@ -148,46 +155,56 @@ export class SessionLink {
       return true;
     }
     this.#pending.push(JSON.stringify(m));
-    this.#flushWithin(0);
+    this.#flushSoon();
     return true;
   }
 
-  /** Writes what is waiting (and an ack that is due): one message alone as itself, more as `batch` frames. */
+  /** Writes what is waiting: one message alone as itself, more as `batch` frames. */
   #flush(): void {
-    this.#cancelFlush();
-    if (this.#ackQueued) {
-      this.#ackQueued = false;
-      this.#pending.push(JSON.stringify({ t: "ack", down: this.#applied } satisfies LinkUp));
-    }
+    if (this.#soon) clearImmediate(this.#soon);
+    this.#soon = undefined;
     const out = this.#pending;
     if (out.length === 0) return;
     this.#pending = [];
     if (this.isOpen) writeFrames(this.#ws!, out);
   }
 
-  /** Makes a flush due within `ms` (0: at the end of this event-loop turn), unless one is due sooner. */
-  #flushWithin(ms: number): void {
-    const at = performance.now() + ms;
-    if (this.#due && this.#due.at <= at) return;
-    this.#due?.cancel();
-    if (ms === 0) {
-      const h = setImmediate(() => this.#flush());
-      this.#due = { at, soon: true, cancel: () => clearImmediate(h) };
-    } else {
-      const h = setTimeout(() => this.#flush(), ms);
-      this.#due = { at, soon: false, cancel: () => clearTimeout(h) };
+  #flushSoon(): void {
+    this.#soon ??= setImmediate(() => this.#flush());
+  }
+
+  /** What is held (records, a due ack) joins the pending messages, ahead of what comes next. */
+  #release(): void {
+    if (this.#hold) clearTimeout(this.#hold);
+    this.#hold = undefined;
+    this.#pending.push(...this.#held);
+    this.#held = [];
+    if (this.#ackQueued) {
+      this.#ackQueued = false;
+      this.#pending.push(JSON.stringify({ t: "ack", down: this.#applied } satisfies LinkUp));
     }
   }
 
-  #cancelFlush(): void {
-    this.#due?.cancel();
-    this.#due = undefined;
+  /** Something is held: it leaves with the next numbered message, or after HOLD_MS. */
+  #holdOn(): void {
+    this.#hold ??= setTimeout(() => {
+      this.#hold = undefined;
+      this.#release();
+      this.#flush();
+    }, HOLD_MS);
+  }
+
+  /** Everything held and pending leaves now. */
+  #flushAll(): void {
+    this.#release();
+    this.#flush();
   }
 
   /** Resolves true once everything up to `seq` (default: all sent so far) is acked; false on timeout or end. */
   waitAcked(timeoutMs: number, seq = this.#nextUp - 1): Promise<boolean> {
     if (this.#acked >= seq) return Promise.resolve(true);
     if (this.#ended) return Promise.resolve(false);
+    if (this.#held.length > 0) this.#flushAll();
     return new Promise((resolve) => {
       const waiter = {
         seq,
@@ -206,7 +223,7 @@ export class SessionLink {
   close(code = 1000, reason = ""): void {
     if (this.#ended) return;
     this.#ended = true;
-    this.#flush();
+    this.#flushAll();
     clearTimeout(this.#retry);
     clearTimeout(this.#giveUp);
     for (const w of [...this.#ackWaiters]) w.resolve(false);
@@ -230,7 +247,10 @@ export class SessionLink {
       // Everything unacked goes again, so what was waiting for the flush is in it (live messages
       // of a dropped socket are lost, as they would have been; hello carries the ack).
       this.#pending = [];
-      this.#cancelFlush();
+      this.#held = [];
+      if (this.#soon) clearImmediate(this.#soon);
+      if (this.#hold) clearTimeout(this.#hold);
+      this.#soon = this.#hold = undefined;
       this.#ackQueued = false;
       writeFrames(ws, this.#unacked.map((m) => JSON.stringify(m)));
       this.#o.onConnected?.();
@@ -294,11 +314,11 @@ export class SessionLink {
     for (const w of [...this.#ackWaiters]) if (w.seq <= up) w.resolve(true);
   }
 
-  /** One cumulative ack per burst of down messages, in the next frame or after ACK_DELAY_MS. */
+  /** One cumulative ack per burst of down messages, with the next numbered message or after HOLD_MS. */
   #queueAck(): void {
     if (this.#ackQueued) return;
     this.#ackQueued = true;
-    this.#flushWithin(ACK_DELAY_MS);
+    this.#holdOn();
   }
 
   #raw(m: LinkUp): void {

@@ -77,6 +77,11 @@ export class FakeSession {
     return (m as { seq: number }).seq;
   }
 
+  /** The seq of the last numbered down message sent. */
+  get lastDown(): number {
+    return this.#nextDown - 1;
+  }
+
   /** Sends a message as is (a duplicate, a gap). */
   sendRaw(m: unknown): void {
     this.ws!.send(JSON.stringify(m));

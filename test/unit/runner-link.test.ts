@@ -3,7 +3,7 @@
  * out-of-order down messages, refused upgrades and an ended lease.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import type { LinkUp } from "../../src/shared/runner-protocol.ts";
+import type { LinkUp, NumberedUp } from "../../src/shared/runner-protocol.ts";
 import type { FakeSession } from "./runner-fake-service.ts";
 import { opened, Rig, SLOW, turnEnd } from "./runner-setup.ts";
 
@@ -106,7 +106,27 @@ describe("runner-host session link", () => {
     expectContiguous(fake);
   });
 
-  it("lets a native record wait for the next frame, so a first delta sent after it still goes first; alone it goes after a short wait", async () => {
+  it("holds the run's ack and the user message's native record for the turn's next numbered message: the deltas before them go alone, and a short turn is one frame the object writes", async () => {
+    rig = await Rig.start();
+    const fake = await rig.open("sess-hold");
+    await opened(fake);
+    const framesBefore = fake.batches.length;
+    const seqBefore = fake.appliedUp;
+    const turn = rig.run(fake, "[[ttft 30]] [[deltas 40]]");
+    const end = await turnEnd(fake, turn);
+    expect(end.status).toBe("completed");
+    const numbered = fake.ups.items.filter((m): m is NumberedUp => "seq" in m && m.seq > seqBefore);
+    expect(numbered[0]).toMatchObject({ t: "native", records: [{ role: "user" }] });
+    const frames = fake.batches.slice(framesBefore);
+    const carrying = frames.findIndex((b) => b.includes(numbered[0]!.seq));
+    expect(frames[carrying]).toEqual(expect.arrayContaining(["ack", ...numbered.map((m) => m.seq)]));
+    // Before it, only live deltas: frames the object publishes without a write.
+    expect(frames.slice(0, carrying).flat().every((x) => x === "delta")).toBe(true);
+    expect(fake.ackedDown).toBe(fake.lastDown);
+    expectContiguous(fake);
+  });
+
+  it("lets a native record wait for the next frame, so a first delta sent after it still goes first; alone it goes after HOLD_MS", async () => {
     rig = await Rig.start();
     const fake = await rig.open("sess-native");
     await opened(fake);
