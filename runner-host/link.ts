@@ -41,8 +41,8 @@ const BATCH_CHARS = 1024 * 1024;
 /**
  * How long a `native` record or an ack of down messages may wait for a frame with another
  * numbered message (a tool call, the reply, the turn's end), ms. Each would otherwise be a write
- * of its own at the object, and a commit with an `fsync` in the local stack (two per turn under
- * load: bench/RESULTS.md, tenth session). Neither is waited on while it waits: the object only
+ * of its own at the object, and a commit with an `fsync` in the local stack (about one more per
+ * turn under load: bench/RESULTS.md, tenth session). Neither is waited on while it waits: the object only
  * trims its resend outbox by acks, and a turn's records count once the turn completes (a turn that
  * does not is cut back to the last checkpoint). Whoever waits for an ack flushes them at once
  * (`waitAcked`). Short enough that a long turn's records still reach the object as it goes.
