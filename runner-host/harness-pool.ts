@@ -447,7 +447,10 @@ export class HarnessPool {
     const list = this.#procs.get(p.harness) ?? [];
     this.#procs.set(p.harness, list.filter((x) => x !== p));
     const cleaned = p.hp?.exited;
-    if (cleaned) (this.#cleaning.add(cleaned), void cleaned.finally(() => this.#cleaning.delete(cleaned)));
+    if (cleaned) {
+      this.#cleaning.add(cleaned);
+      void cleaned.finally(() => this.#cleaning.delete(cleaned));
+    }
     const message = exitMessage(exit);
     for (const [s, r] of this.#where) {
       if (r.proc !== p || !r.open) continue; // opening ones fail through their open

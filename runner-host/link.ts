@@ -187,11 +187,7 @@ export class SessionLink {
 
   /** Something is held: it leaves with the next numbered message, or after HOLD_MS. */
   #holdOn(): void {
-    this.#hold ??= setTimeout(() => {
-      this.#hold = undefined;
-      this.#release();
-      this.#flush();
-    }, HOLD_MS);
+    this.#hold ??= setTimeout(() => this.#flushAll(), HOLD_MS);
   }
 
   /** Everything held and pending leaves now. */
