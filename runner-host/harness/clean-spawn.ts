@@ -5,9 +5,16 @@
  * Descriptors: Node opens its own files close-on-exec, but descriptors the runner-host itself
  * inherited (from a supervisor, a CI runner, a shell) are passed on to every child. The child is
  * therefore started through a tiny wrapper — this Node binary with a one-line script — that closes
- * every descriptor above 2 listed in /proc/self/fd and then replaces itself with the harness
- * (`process.execve`, no PATH search, so the command is resolved here first). `/bin/sh` cannot do
- * this portably: dash only addresses descriptors 0-9. Measured cost: see docs/design-notes.md.
+ * every descriptor above 2 listed in /proc/self/fd that lacks close-on-exec, and then replaces
+ * itself with the harness (`process.execve`, no PATH search, so the command is resolved here
+ * first). `/bin/sh` cannot do this portably: dash only addresses descriptors 0-9. Measured cost:
+ * see docs/design-notes.md.
+ *
+ * Only descriptors without close-on-exec: the wrapper's own Node holds epoll, eventfd and pipe
+ * descriptors of its event loops (all close-on-exec, so execve drops them anyway), and its platform
+ * threads keep using them until execve; closing one under them makes libuv abort the wrapper
+ * (SIGABRT before the harness ever starts: seen once in CI, reproduced by closing them in a
+ * running Node). /proc/self/fdinfo's `flags` (octal) carries O_CLOEXEC for each descriptor.
  *
  * Identity: as root, each harness process runs as an unprivileged user of its own
  * (./harness-users.ts), or as the one user `SVC_HARNESS_USER` names; Node's spawn sets uid/gid
@@ -16,13 +23,20 @@
 import { accessSync, constants, readFileSync } from "node:fs";
 import { delimiter, isAbsolute, join } from "node:path";
 
-/** The wrapper: close every inherited descriptor above stderr, then exec the harness in place. */
-const WRAPPER = [
+/**
+ * Closes every inherited descriptor above stderr: those without O_CLOEXEC (0o2000000 in fdinfo's
+ * octal `flags`). One gone before its fdinfo is read, like the directory listing's own, is skipped.
+ */
+export const CLOSE_INHERITED = [
   'const fs = require("node:fs");',
   'let fds = []; try { fds = fs.readdirSync("/proc/self/fd"); } catch {}',
-  "for (const n of fds) { const fd = Number(n); if (fd > 2) { try { fs.closeSync(fd); } catch {} } }",
-  "process.execve(process.argv[1], process.argv.slice(1), process.env);",
+  "for (const n of fds) { const fd = Number(n); if (fd <= 2) continue;",
+  '  let flags; try { flags = parseInt(/^flags:\\s*([0-7]+)/m.exec(fs.readFileSync("/proc/self/fdinfo/" + fd, "utf8"))[1], 8); } catch { continue; }',
+  "  if ((flags & 0o2000000) === 0) { try { fs.closeSync(fd); } catch {} } }",
 ].join(" ");
+
+/** The wrapper: close what was inherited, then exec the harness in place. */
+const WRAPPER = `${CLOSE_INHERITED} process.execve(process.argv[1], process.argv.slice(1), process.env);`;
 
 export type Identity = { uid: number; gid: number };
 
