@@ -7,6 +7,7 @@
  *            provider → first chunk with non-empty `delta.content`
  *   library  pi-agent-core's Agent + pi-ai (the reference harness's libraries) in this process,
  *            prompt() → first text_delta: what the harness itself cannot avoid, no service around it
+ *            (with the harness's fetch, runner-host/reference-harness/stream-end.ts: the same client code)
  *
  * Same directive on every path (`[[deltas 20]]`, no ttft), warm samples interleaved with the
  * order rotating, so a noisy second on this 2-core box hits every column alike.
@@ -28,6 +29,7 @@
  */
 import { Agent } from "@mariozechner/pi-agent-core";
 import { resolveModel } from "../runner-host/reference-harness/model.ts";
+import { watchedFetch } from "../runner-host/reference-harness/stream-end.ts";
 import { anomalies, api, direct, harnessCommand, machine, ms, now, runBench, sleep, stackMemory, startBenchStack, startProvider, stats, tenantAuth } from "./lib.ts";
 import { benchArgs } from "./args.ts";
 
@@ -36,6 +38,9 @@ import { benchArgs } from "./args.ts";
  * while workerd and the svc process compile their hot paths (bench/RESULTS.md "First output,
  * round 3"), so "warm" means a session on a stack that has served this many turns.
  */
+// The library column's provider client uses the harness's fetch (the bench's own requests use node:http).
+globalThis.fetch = watchedFetch(globalThis.fetch);
+
 const { warm: WARM, cold: COLD, warmup: WARMUP } = benchArgs({ warm: 200, cold: 20, warmup: 50 }, { warm: 3, cold: 1, warmup: 2 });
 const TEXT = "[[deltas 20]]";
 

@@ -8,7 +8,9 @@
  *            and the stream closed
  *   library  pi-agent-core's Agent + pi-ai (what the reference harness runs) in this process,
  *            same provider and directive, prompt() → resolved: the harness's own libraries with no
- *            service around them, to tell library cost from service cost
+ *            service around them, to tell library cost from service cost. The global fetch is the
+ *            harness's (runner-host/reference-harness/stream-end.ts: the provider's stream reaches
+ *            the SDK in pieces), so the two run the same client code
  *
  * deltas/s = 20,000 provider deltas ÷ (request → end). The runner-host coalesces deltas (up to
  * 16 ms or 8 KiB per frame, runner-host/delta-buffer.ts), so the frame count is printed beside it;
@@ -27,8 +29,12 @@
  */
 import { Agent } from "@mariozechner/pi-agent-core";
 import { resolveModel } from "../runner-host/reference-harness/model.ts";
+import { watchedFetch } from "../runner-host/reference-harness/stream-end.ts";
 import { anomalies, api, trackCpu, direct, harnessCommand, machine, ms, now, runBench, scriptedText, startBenchStack, startProvider, stats } from "./lib.ts";
 import { benchArgs } from "./args.ts";
+
+// The library column's provider client uses the harness's fetch (the bench's own requests use node:http).
+globalThis.fetch = watchedFetch(globalThis.fetch);
 
 const { n: N, reps: REPS } = benchArgs({ n: 20_000, reps: 5 }, { n: 2_000, reps: 1 });
 const TEXT = `[[deltas ${N} size=4]]`;

@@ -1,19 +1,27 @@
 /**
+ * The fetch provider clients use: every successful event-stream answer is relayed to the SDK in
+ * pieces (./event-pieces.ts: what one network read gave, cut at line ends, so the SDK's per-read
+ * cost stays linear), and a Chat Completions stream is watched for its end.
+ *
  * A Chat Completions stream counts as finished only when a choice said why it finished. pi-ai
  * starts every reply as `stop` and the OpenAI SDK ends quietly when the event stream does, so a
  * stream cut short (a proxy closing the connection cleanly, a server dying between chunks) would
- * be recorded as a whole, completed reply. This fetch wrapper watches such streams for a non-null
+ * be recorded as a whole, completed reply. The relay watches such streams for a non-null
  * `finish_reason` and, at an end without one, fails the body: the SDK then throws, pi records a
  * provider error, and the turn ends `provider_error` as for a connection cut mid-chunk.
  *
  * Only answers to `…/chat/completions` are watched (other APIs end their streams with an event
- * pi-ai checks itself), and a 200 there that is no event stream fails the same way. The scan decodes each chunk once and stops looking
- * once the reason was seen.
+ * pi-ai checks itself), and a 200 there that is no event stream fails the same way. The scan
+ * looks at each network read's bytes once and stops looking once the reason was seen.
  */
+import { pieces } from "./event-pieces.ts";
 
-/** Characters kept from one chunk for the next, so a `"finish_reason":"` split between two is found. */
-const TAIL_CHARS = 64;
-const FINISHED = /"finish_reason"\s*:\s*"/;
+/** Bytes of one read kept for the next, so a `"finish_reason": "` split between two is found. */
+const TAIL_BYTES = 64;
+const KEY = Buffer.from('"finish_reason"');
+const COLON = 0x3a;
+const QUOTE = 0x22;
+const isJsonSpace = (b: number | undefined) => b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d;
 
 export const CUT_SHORT = "the provider's stream ended before the reply finished (no finish_reason)";
 
@@ -21,11 +29,14 @@ export function watchedFetch(inner: typeof fetch): typeof fetch {
   return async (input, init) => {
     const res = await inner(input, init);
     const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
-    if (!res.ok || !res.body || !new URL(url).pathname.endsWith("/chat/completions")) return res;
+    if (!res.ok || !res.body) return res;
+    const chat = new URL(url).pathname.endsWith("/chat/completions");
     const type = res.headers.get("content-type") ?? "";
+    const stream = type.toLowerCase().startsWith("text/event-stream");
+    if (!chat && !stream) return res;
     // The harness always asks for a stream: a 200 of anything else (a captive portal's page, a
     // whole JSON reply) would be read as an empty stream, an empty reply.
-    const body = type.toLowerCase().startsWith("text/event-stream") ? finishedOrFailed(res.body) : failed(res.body, `the provider answered 200 with ${JSON.stringify(type.slice(0, 64))}, not an event stream`);
+    const body = stream ? relayed(res.body, chat) : failed(res.body, `the provider answered 200 with ${JSON.stringify(type.slice(0, 64))}, not an event stream`);
     return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
 }
@@ -35,11 +46,11 @@ function failed(body: ReadableStream<Uint8Array>, message: string): ReadableStre
   return new ReadableStream<Uint8Array>({ start: (controller) => controller.error(new Error(message)) });
 }
 
-function finishedOrFailed(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+/** `body` in pieces; with `watchFinish`, an end before a `finish_reason` fails it. */
+function relayed(body: ReadableStream<Uint8Array>, watchFinish: boolean): ReadableStream<Uint8Array> {
   const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let tail = "";
-  let finished = false;
+  let tail = new Uint8Array(0);
+  let finished = !watchFinish;
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
       let chunk: Awaited<ReturnType<typeof reader.read>>;
@@ -55,12 +66,37 @@ function finishedOrFailed(body: ReadableStream<Uint8Array>): ReadableStream<Uint
         return;
       }
       if (!finished) {
-        const text = tail + decoder.decode(chunk.value, { stream: true });
-        finished = FINISHED.test(text);
-        tail = text.slice(-TAIL_CHARS);
+        const read = chunk.value;
+        finished = (tail.length > 0 && hasReason(joined(tail, read.subarray(0, TAIL_BYTES)))) || hasReason(read);
+        tail = read.slice(-TAIL_BYTES);
       }
-      controller.enqueue(chunk.value);
+      for (const piece of pieces(chunk.value)) controller.enqueue(piece);
     },
     cancel: (reason) => reader.cancel(reason),
   });
+}
+
+/**
+ * Whether `bytes` hold `"finish_reason"`, a colon and an opening quote (a string value: a reason),
+ * JSON whitespace between. Bytes, not decoded text: decoding every read only to look for this
+ * made the relay allocate ~400 bytes per delta of a long turn, ~90 without (a sampled heap
+ * profile), and the harness's young generation is small (docs/configuration.md).
+ */
+function hasReason(bytes: Uint8Array): boolean {
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let at = buf.indexOf(KEY); at !== -1; at = buf.indexOf(KEY, at + KEY.length)) {
+    let i = at + KEY.length;
+    while (isJsonSpace(buf[i])) i++;
+    if (buf[i++] !== COLON) continue;
+    while (isJsonSpace(buf[i])) i++;
+    if (buf[i] === QUOTE) return true;
+  }
+  return false;
+}
+
+function joined(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
 }

@@ -1,0 +1,43 @@
+/**
+ * The reference harness's finish watch on Chat Completions streams
+ * (runner-host/reference-harness/stream-end.ts): a stream counts as finished only once a choice
+ * gave a `finish_reason`, wherever the network cut the reads. The turn-level behaviour (a cut
+ * stream ends the turn `provider_error`) is in harness-turns.test.ts.
+ */
+import { describe, expect, it } from "vitest";
+import { CUT_SHORT, watchedFetch } from "../../runner-host/reference-harness/stream-end.ts";
+
+const enc = new TextEncoder();
+const event = (finish: string) => `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"},${finish}}]}\n\n`;
+
+/** A fetch answering with `reads` as the event stream's network reads. */
+const answering = (reads: string[]) => (async () =>
+  new Response(new ReadableStream({ start: (c) => (reads.forEach((r) => c.enqueue(enc.encode(r))), c.close()) }), { status: 200, headers: { "content-type": "text/event-stream" } })) as unknown as typeof fetch;
+
+/** How reading the whole relayed stream ends: "finished", or the error it fails with. */
+async function ending(reads: string[]): Promise<string> {
+  const res = await watchedFetch(answering(reads))("http://provider.test/v1/chat/completions", { method: "POST" });
+  const reader = res.body!.getReader();
+  try {
+    while (!(await reader.read()).done);
+    return "finished";
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+describe("the harness's finish watch on a Chat Completions stream", () => {
+  it("finds a reason split between two reads at any byte", async () => {
+    const stream = event('"finish_reason":null').repeat(3) + event('"finish_reason":"stop"') + "data: [DONE]\n\n";
+    const at = stream.lastIndexOf('"finish_reason"');
+    for (let cut = at - 2; cut <= at + 26; cut++) {
+      expect([cut, await ending([stream.slice(0, cut), stream.slice(cut)])]).toEqual([cut, "finished"]);
+    }
+  });
+
+  it("takes JSON whitespace around the colon, and only a string value as a reason", async () => {
+    expect(await ending([event('"finish_reason" :\t"length"')])).toBe("finished");
+    expect(await ending([event('"finish_reason" : null'), event('"finish_reason":null'), "data: [DONE]\n\n"])).toBe(CUT_SHORT);
+    expect(await ending([event('"finish_reason_note":"x"')])).toBe(CUT_SHORT);
+  });
+});
