@@ -14,6 +14,7 @@
  * pi-ai checks itself), and a 200 there that is no event stream fails the same way. The scan
  * looks at each network read's bytes once and stops looking once the reason was seen.
  */
+import { setImmediate as loopTurn } from "node:timers/promises";
 import { pieces } from "./event-pieces.ts";
 
 /** Bytes of one read kept for the next, so a `"finish_reason": "` split between two is found. */
@@ -21,6 +22,12 @@ const TAIL_BYTES = 64;
 const KEY = Buffer.from('"finish_reason"');
 const COLON = 0x3a;
 const QUOTE = 0x22;
+/**
+ * Pieces handed on per turn of the event loop: ~32 KiB, the longest gap between two turns of a
+ * long reply 9–17 ms. 8 pieces made it 6–10 ms but four times the stdout lines (each one line for
+ * the runner-host to parse: +1.3 ms of its CPU per 1,000 deltas); bench/RESULTS.md "Eleventh session".
+ */
+const PIECES_PER_TURN = 32;
 const isJsonSpace = (b: number | undefined) => b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d;
 
 export const CUT_SHORT = "the provider's stream ended before the reply finished (no finish_reason)";
@@ -46,31 +53,53 @@ function failed(body: ReadableStream<Uint8Array>, message: string): ReadableStre
   return new ReadableStream<Uint8Array>({ start: (controller) => controller.error(new Error(message)) });
 }
 
-/** `body` in pieces; with `watchFinish`, an end before a `finish_reason` fails it. */
+/**
+ * `body` in pieces, with a turn of the event loop before every PIECES_PER_TURN of them but the
+ * first; with `watchFinish`, an end before a `finish_reason` fails it.
+ *
+ * The loop turns: a stream that arrives faster than the SDK parses it waits queued in the body, and
+ * a queued read resolves as a microtask, so the SDK went on read after read without the loop ever
+ * turning — one long reply held it for 67–265 ms at a time (measured in a Node running the
+ * harness's libraries), while stdin (an `interrupt`), the other sessions' output and every timer
+ * waited. A turn per network read still left 14–33 ms (a read is up to 64 KiB).
+ */
 function relayed(body: ReadableStream<Uint8Array>, watchFinish: boolean): ReadableStream<Uint8Array> {
   const reader = body.getReader();
   let tail = new Uint8Array(0);
   let finished = !watchFinish;
+  let rest: Iterator<Uint8Array> | undefined; // the pieces of the current read not handed on yet
+  let pulls = 0;
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
-      let chunk: Awaited<ReturnType<typeof reader.read>>;
-      try {
-        chunk = await reader.read();
-      } catch (err) {
-        controller.error(err);
-        return;
+      if (pulls++ > 0) await loopTurn();
+      if (!rest) {
+        let chunk: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          chunk = await reader.read();
+        } catch (err) {
+          controller.error(err);
+          return;
+        }
+        if (chunk.done) {
+          if (finished) controller.close();
+          else controller.error(new Error(CUT_SHORT));
+          return;
+        }
+        if (!finished) {
+          const read = chunk.value;
+          finished = (tail.length > 0 && hasReason(joined(tail, read.subarray(0, TAIL_BYTES)))) || hasReason(read);
+          tail = read.slice(-TAIL_BYTES);
+        }
+        rest = pieces(chunk.value);
       }
-      if (chunk.done) {
-        if (finished) controller.close();
-        else controller.error(new Error(CUT_SHORT));
-        return;
+      for (let i = 0; i < PIECES_PER_TURN; i++) {
+        const next = rest.next();
+        if (next.done) {
+          rest = undefined;
+          return;
+        }
+        controller.enqueue(next.value);
       }
-      if (!finished) {
-        const read = chunk.value;
-        finished = (tail.length > 0 && hasReason(joined(tail, read.subarray(0, TAIL_BYTES)))) || hasReason(read);
-        tail = read.slice(-TAIL_BYTES);
-      }
-      for (const piece of pieces(chunk.value)) controller.enqueue(piece);
     },
     cancel: (reason) => reader.cancel(reason),
   });

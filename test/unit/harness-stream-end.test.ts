@@ -1,8 +1,9 @@
 /**
- * The reference harness's finish watch on Chat Completions streams
- * (runner-host/reference-harness/stream-end.ts): a stream counts as finished only once a choice
- * gave a `finish_reason`, wherever the network cut the reads. The turn-level behaviour (a cut
- * stream ends the turn `provider_error`) is in harness-turns.test.ts.
+ * The reference harness's fetch (runner-host/reference-harness/stream-end.ts): a Chat Completions
+ * stream counts as finished only once a choice gave a `finish_reason`, wherever the network cut
+ * the reads (the turn-level behaviour, a cut stream ending the turn `provider_error`, is in
+ * harness-turns.test.ts); and a stream that came faster than it is read does not hold the event
+ * loop while it is read.
  */
 import { describe, expect, it } from "vitest";
 import { CUT_SHORT, watchedFetch } from "../../runner-host/reference-harness/stream-end.ts";
@@ -39,5 +40,28 @@ describe("the harness's finish watch on a Chat Completions stream", () => {
     expect(await ending([event('"finish_reason" :\t"length"')])).toBe("finished");
     expect(await ending([event('"finish_reason" : null'), event('"finish_reason":null'), "data: [DONE]\n\n"])).toBe(CUT_SHORT);
     expect(await ending([event('"finish_reason_note":"x"')])).toBe(CUT_SHORT);
+  });
+});
+
+describe("the harness's fetch and the event loop", () => {
+  it("a long reply already received is handed on with turns of the event loop between its pieces (stdin, timers, other sessions' output go on)", async () => {
+    // Three 64 KiB reads, all queued before the SDK reads any: a fast provider and a busy harness.
+    const read = event('"finish_reason":null').repeat(420);
+    const res = await watchedFetch(answering([read, read, read + event('"finish_reason":"stop"')]))("http://provider.test/v1/chat/completions", { method: "POST" });
+    const reader = res.body!.getReader();
+    let pieces = 0;
+    let loopTurns = 0;
+    let counting = true;
+    const count = () => {
+      loopTurns++;
+      if (counting) setImmediate(count);
+    };
+    setImmediate(count);
+    while (!(await reader.read()).done) pieces++;
+    counting = false;
+    expect(pieces).toBeGreaterThan(120);
+    // A turn before every 32 pieces but the first 32 (reads resolve as microtasks: without them, none).
+    expect(loopTurns).toBeGreaterThanOrEqual(Math.floor(pieces / 32) - 1);
+    expect(loopTurns).toBeGreaterThan(0);
   });
 });
