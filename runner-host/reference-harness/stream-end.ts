@@ -23,9 +23,10 @@ const KEY = Buffer.from('"finish_reason"');
 const COLON = 0x3a;
 const QUOTE = 0x22;
 /**
- * Pieces handed on per turn of the event loop: ~32 KiB, the longest gap between two turns of a
- * long reply 9–17 ms. 8 pieces made it 6–10 ms but four times the stdout lines (each one line for
- * the runner-host to parse: +1.3 ms of its CPU per 1,000 deltas); bench/RESULTS.md "Eleventh session".
+ * Pieces handed on without a turn of the event loop, at most: ~32 KiB, the longest gap between two
+ * turns of a long reply ~10–26 ms. 8 made it 6–10 ms but four times the stdout lines (one line
+ * each for the runner-host to parse: +1.3 ms of its CPU per 1,000 deltas); bench/RESULTS.md
+ * "Eleventh session".
  */
 const PIECES_PER_TURN = 32;
 const isJsonSpace = (b: number | undefined) => b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d;
