@@ -21,7 +21,7 @@
  * followed by kills misses a child that keeps forking and exiting under new pids.
  */
 import { spawn } from "node:child_process";
-import { chownSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
+import { chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { lstat, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -132,6 +132,10 @@ export function harnessUserProblem(env: Record<string, string | undefined> = pro
  * machine may have made one and not yet started its process (a minute is far beyond that gap).
  */
 const STALE_DIR_MIN_AGE_MS = 60_000;
+/** Longest a release waits for a killed user's processes to be gone, ms: far beyond a loaded machine's scheduling delay. */
+const KILL_WAIT_MS = 5_000;
+/** Between two looks at what is left, ms: a killed process is usually gone within one. */
+const KILL_POLL_MS = 5;
 /** After the youngest directory the first sweep skipped is past that age, ms (timer slack). */
 const SECOND_SWEEP_MARGIN_MS = 5_000;
 
@@ -208,20 +212,40 @@ function runningUids(): Set<number> {
   return uids;
 }
 
-/** `kill -9 -1` run as `uid`: every process of that user but the shell itself, in one pass. */
+/**
+ * `kill -9 -1` run as `uid` (every process of that user but the shell itself, in one pass), then
+ * until none of its processes is left: a killed process stays in /proc until it is scheduled to
+ * exit, which on a loaded machine is not at once, and the id must not be handed on while one is.
+ * A zombie is gone already (it runs nothing; its parent, or init, reaps it).
+ */
 async function killEverythingOf(uid: number): Promise<void> {
   await new Promise<void>((resolve) => {
     const sh = spawn("/bin/sh", ["-c", "kill -9 -1"], { uid, gid: uid, stdio: "ignore" });
     sh.once("error", () => resolve()); // no /bin/sh: the scan below is all there is
     sh.once("exit", () => resolve());
   });
-  // What the one pass could not reach (a process that was starting under another id an instant ago).
-  for (const pid of pids().filter((p) => ownerOf(p) === uid)) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {
-      // ESRCH: it ended meanwhile.
+  const deadline = Date.now() + KILL_WAIT_MS;
+  for (;;) {
+    // What the one pass could not reach (a process that was starting under another id an instant ago).
+    const left = pids().filter((p) => ownerOf(p) === uid && !isZombie(p));
+    if (left.length === 0) return;
+    if (Date.now() > deadline) throw new Error(`harness user ${uid}: ${left.length} process(es) still running ${KILL_WAIT_MS} ms after SIGKILL`);
+    for (const pid of left) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // ESRCH: it ended meanwhile.
+      }
     }
+    await new Promise((resolve) => setTimeout(resolve, KILL_POLL_MS));
+  }
+}
+
+function isZombie(pid: number): boolean {
+  try {
+    return /^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
+  } catch {
+    return true; // it ended while we looked
   }
 }
 

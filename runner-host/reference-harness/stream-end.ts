@@ -1,7 +1,7 @@
 /**
  * The fetch provider clients use: every successful event-stream answer is relayed to the SDK in
- * pieces (./event-pieces.ts: what one network read gave, cut at line ends, so the SDK's per-read
- * cost stays linear), and a Chat Completions stream is watched for its end.
+ * pieces of whole lines (./event-pieces.ts: so the SDK's per-read cost stays linear), and a Chat
+ * Completions stream is watched for its end.
  *
  * A Chat Completions stream counts as finished only when a choice said why it finished. pi-ai
  * starts every reply as `stop` and the OpenAI SDK ends quietly when the event stream does, so a
@@ -15,7 +15,7 @@
  * looks at each network read's bytes once and stops looking once the reason was seen.
  */
 import { setImmediate as loopTurn } from "node:timers/promises";
-import { pieces } from "./event-pieces.ts";
+import { LinePieces } from "./event-pieces.ts";
 
 /** Bytes of one read kept for the next, so a `"finish_reason": "` split between two is found. */
 const TAIL_BYTES = 64;
@@ -71,6 +71,7 @@ function relayed(body: ReadableStream<Uint8Array>, watchFinish: boolean): Readab
   const reader = body.getReader();
   let tail = new Uint8Array(0);
   let finished = !watchFinish;
+  const lines = new LinePieces();
   let rest: Iterator<Uint8Array> | undefined; // the pieces of the current read not handed on yet
   let sinceTurn = 0; // pieces handed on since the event loop last turned
   let watching = false;
@@ -79,41 +80,49 @@ function relayed(body: ReadableStream<Uint8Array>, watchFinish: boolean): Readab
     watching = false;
   };
   return new ReadableStream<Uint8Array>({
+    // A pull ends with a piece handed on, or the stream closed or failed: the stream asks again
+    // only after a piece (a pull that handed on nothing would leave the SDK waiting forever).
     async pull(controller) {
       // The watch was queued first, so it has run (and reset the count) when this wait ends.
       if (sinceTurn >= PIECES_PER_TURN) await loopTurn();
-      if (!rest) {
-        let chunk: Awaited<ReturnType<typeof reader.read>>;
-        try {
-          chunk = await reader.read();
-        } catch (err) {
-          controller.error(err);
-          return;
+      for (;;) {
+        if (!rest) {
+          let chunk: Awaited<ReturnType<typeof reader.read>>;
+          try {
+            chunk = await reader.read();
+          } catch (err) {
+            controller.error(err);
+            return;
+          }
+          if (chunk.done) {
+            const unended = lines.end();
+            if (unended) controller.enqueue(unended);
+            if (finished) controller.close();
+            else controller.error(new Error(CUT_SHORT));
+            return;
+          }
+          if (!finished) {
+            const read = chunk.value;
+            finished = (tail.length > 0 && hasReason(joined(tail, read.subarray(0, TAIL_BYTES)))) || hasReason(read);
+            tail = read.slice(-TAIL_BYTES);
+          }
+          rest = lines.push(chunk.value);
         }
-        if (chunk.done) {
-          if (finished) controller.close();
-          else controller.error(new Error(CUT_SHORT));
-          return;
+        if (!watching) {
+          watching = true;
+          setImmediate(turned);
         }
-        if (!finished) {
-          const read = chunk.value;
-          finished = (tail.length > 0 && hasReason(joined(tail, read.subarray(0, TAIL_BYTES)))) || hasReason(read);
-          tail = read.slice(-TAIL_BYTES);
+        const before = sinceTurn;
+        while (sinceTurn < PIECES_PER_TURN) {
+          const next = rest.next();
+          if (next.done) {
+            rest = undefined;
+            break;
+          }
+          controller.enqueue(next.value);
+          sinceTurn++;
         }
-        rest = pieces(chunk.value);
-      }
-      if (!watching) {
-        watching = true;
-        setImmediate(turned);
-      }
-      while (sinceTurn < PIECES_PER_TURN) {
-        const next = rest.next();
-        if (next.done) {
-          rest = undefined;
-          return;
-        }
-        controller.enqueue(next.value);
-        sinceTurn++;
+        if (sinceTurn > before) return;
       }
     },
     cancel: (reason) => reader.cancel(reason),

@@ -65,3 +65,37 @@ describe("the harness's fetch and the event loop", () => {
     expect(loopTurns).toBeGreaterThan(0);
   });
 });
+
+/** Everything the relay hands on for `reads` of a non-chat event stream, or a rejection after `ms` (a stalled relay). */
+async function relayedReads(reads: string[], ms = 5_000): Promise<Uint8Array[]> {
+  const res = await watchedFetch(answering(reads))("http://provider.test/v1/messages", { method: "POST" });
+  const reader = res.body!.getReader();
+  const out: Uint8Array[] = [];
+  const all = (async () => {
+    for (let r = await reader.read(); !r.done; r = await reader.read()) out.push(r.value);
+    return out;
+  })();
+  let timer: NodeJS.Timeout | undefined;
+  const stalled = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`the relay stalled after ${out.length} pieces`)), ms)));
+  try {
+    return await Promise.race([all, stalled]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+describe("the harness's fetch never stalls a stream", () => {
+  const text = (parts: Uint8Array[]) => new TextDecoder().decode(Buffer.concat(parts));
+
+  it("an event longer than a read waits for the read that ends it and goes on whole; the stream goes on after it", async () => {
+    const long = `data: ${"x".repeat(100_000)}`;
+    const reads = [long.slice(0, 60_000), long.slice(60_000), "\n\n", "data: after\n\n"];
+    const got = await relayedReads(reads);
+    expect(text(got)).toBe(reads.join(""));
+    expect(got[0]!.length).toBe(long.length + 1); // the line, joined once, with its line end
+  });
+
+  it("what no line end followed is handed on when the stream ends", async () => {
+    expect(text(await relayedReads(["data: a\n\n", "data: unended"]))).toBe("data: a\n\ndata: unended");
+  });
+});
