@@ -65,14 +65,21 @@ export function ndjson(events: Record<string, unknown>[]): string {
   return events.map(({ cursor: _c, ...e }) => `${JSON.stringify(e)}\n`).join("");
 }
 
-/** Every file under `dir`, relative path → bytes. */
+/**
+ * Every file under `dir`, relative path → bytes. A file gone between the listing and its read is
+ * left out: another session's upload in flight renames its temporary file into place.
+ */
 export function readTree(dir: string): Map<string, Buffer> {
   const out = new Map<string, Buffer>();
   const walk = (d: string) => {
     for (const name of readdirSync(d)) {
       const p = path.join(d, name);
-      if (statSync(p).isDirectory()) walk(p);
-      else out.set(path.relative(dir, p), readFileSync(p));
+      try {
+        if (statSync(p).isDirectory()) walk(p);
+        else out.set(path.relative(dir, p), readFileSync(p));
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+      }
     }
   };
   walk(dir);
