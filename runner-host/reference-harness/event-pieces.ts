@@ -14,8 +14,8 @@
  *
  * The same SDKs join what a read leaves unfinished with the next one by copying both into a new
  * buffer, and scan all of it again for an event's end: a line that spans many reads (a 9 MiB
- * reply in one event) cost them O(reads × its length) — seconds for the harness's test of an
- * oversize reply, and more when the harness reads the socket more often. `LinePieces` therefore
+ * reply in one event) cost them O(reads × its length) — ~9 s for the harness's test of an
+ * oversize reply. `LinePieces` therefore
  * hands on only whole lines: what a read leaves after its last line end waits for the read that
  * ends it, and goes on joined to that line in one piece.
  *
@@ -23,6 +23,7 @@
  * cuts fall after a `\n`, never inside a `\r\n`. Pieces are views of the reads, not copies,
  * except a line that spanned reads, copied once.
  */
+import { concatBytes } from "../../src/shared/bytes.ts";
 
 /** Smallest piece, bytes: a few events of a token stream, so the pieces add few reads of their own. */
 export const PIECE_BYTES = 1024;
@@ -55,7 +56,7 @@ export class LinePieces {
     let from = 0;
     if (this.#held.length > 0) {
       from = read.indexOf(LF) + 1;
-      yield joined([...this.#held, read.subarray(0, from)]);
+      yield concatBytes([...this.#held, read.subarray(0, from)]);
       this.#held = [];
     }
     if (from <= last) yield* pieces(read.subarray(from, last + 1));
@@ -64,19 +65,8 @@ export class LinePieces {
 
   /** At the stream's end: what no line end followed, in one piece, or nothing. */
   end(): Uint8Array | undefined {
-    const rest = this.#held.length > 0 ? joined(this.#held) : undefined;
+    const rest = this.#held.length === 0 ? undefined : this.#held.length === 1 ? this.#held[0] : concatBytes(this.#held);
     this.#held = [];
     return rest;
   }
-}
-
-function joined(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
 }

@@ -15,6 +15,7 @@
  * looks at each network read's bytes once and stops looking once the reason was seen.
  */
 import { setImmediate as loopTurn } from "node:timers/promises";
+import { concatBytes } from "../../src/shared/bytes.ts";
 import { LinePieces } from "./event-pieces.ts";
 
 /** Bytes of one read kept for the next, so a `"finish_reason": "` split between two is found. */
@@ -103,7 +104,7 @@ function relayed(body: ReadableStream<Uint8Array>, watchFinish: boolean): Readab
           }
           if (!finished) {
             const read = chunk.value;
-            finished = (tail.length > 0 && hasReason(joined(tail, read.subarray(0, TAIL_BYTES)))) || hasReason(read);
+            finished = (tail.length > 0 && hasReason(concatBytes([tail, read.subarray(0, TAIL_BYTES)]))) || hasReason(read);
             tail = read.slice(-TAIL_BYTES);
           }
           rest = lines.push(chunk.value);
@@ -145,11 +146,4 @@ function hasReason(bytes: Uint8Array): boolean {
     if (buf[i] === QUOTE) return true;
   }
   return false;
-}
-
-function joined(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a);
-  out.set(b, a.length);
-  return out;
 }
