@@ -80,6 +80,29 @@ function relayed(body: ReadableStream<Uint8Array>, watchFinish: boolean): Readab
     sinceTurn = 0;
     watching = false;
   };
+  /** The next network read as pieces; undefined once the body ended or failed (the stream is closed or errored). */
+  const nextRead = async (controller: ReadableStreamDefaultController<Uint8Array>): Promise<Iterator<Uint8Array> | undefined> => {
+    let chunk: Awaited<ReturnType<typeof reader.read>>;
+    try {
+      chunk = await reader.read();
+    } catch (err) {
+      controller.error(err);
+      return undefined;
+    }
+    if (chunk.done) {
+      const unended = lines.end();
+      if (unended) controller.enqueue(unended);
+      if (finished) controller.close();
+      else controller.error(new Error(CUT_SHORT));
+      return undefined;
+    }
+    if (!finished) {
+      const read = chunk.value;
+      finished = (tail.length > 0 && hasReason(concatBytes([tail, read.subarray(0, TAIL_BYTES)]))) || hasReason(read);
+      tail = read.slice(-TAIL_BYTES);
+    }
+    return lines.push(chunk.value);
+  };
   return new ReadableStream<Uint8Array>({
     // A pull ends with a piece handed on, or the stream closed or failed: the stream asks again
     // only after a piece (a pull that handed on nothing would leave the SDK waiting forever).
@@ -87,28 +110,8 @@ function relayed(body: ReadableStream<Uint8Array>, watchFinish: boolean): Readab
       // The watch was queued first, so it has run (and reset the count) when this wait ends.
       if (sinceTurn >= PIECES_PER_TURN) await loopTurn();
       for (;;) {
-        if (!rest) {
-          let chunk: Awaited<ReturnType<typeof reader.read>>;
-          try {
-            chunk = await reader.read();
-          } catch (err) {
-            controller.error(err);
-            return;
-          }
-          if (chunk.done) {
-            const unended = lines.end();
-            if (unended) controller.enqueue(unended);
-            if (finished) controller.close();
-            else controller.error(new Error(CUT_SHORT));
-            return;
-          }
-          if (!finished) {
-            const read = chunk.value;
-            finished = (tail.length > 0 && hasReason(concatBytes([tail, read.subarray(0, TAIL_BYTES)]))) || hasReason(read);
-            tail = read.slice(-TAIL_BYTES);
-          }
-          rest = lines.push(chunk.value);
-        }
+        rest ??= await nextRead(controller);
+        if (!rest) return;
         if (!watching) {
           watching = true;
           setImmediate(turned);
