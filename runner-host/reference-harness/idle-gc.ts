@@ -1,23 +1,63 @@
 /**
- * A young-generation collection when the reference harness goes idle (no turn running in any of
- * its sessions).
+ * Collections when the reference harness goes idle (no turn running in any of its sessions).
  *
- * The harness runs with a 1 MiB semi-space (`--max-semi-space-size=1`, what keeps a process with
- * 16 sessions under 80 MiB), and a turn allocates about that much, so a scavenge (~0.5 ms) fell
- * inside nearly every turn, often between its `run` and its first delta. Collected at a turn's end
- * when nothing else runs, it lands between turns instead (bench/RESULTS.md "First output, round
- * 5"); collecting only from half full on let a third of the turns fill it again mid-turn. Needs
- * `gc`, which Node exposes only under `--expose-gc`; without it this does nothing.
+ * 1. A young-generation collection at once, so the scavenge a turn calls for lands between turns
+ *    instead of inside the next one, often between its `run` and its first delta
+ *    (bench/RESULTS.md "First output, round 5").
+ * 2. A trim once the process stays quiet. V8 grows the young generation while the process is
+ *    busy (the provider libraries allocate ~9 KiB per streamed delta) and never gives that memory
+ *    back by itself. A trim is one memory-reducing full collection: the young generation goes back
+ *    to its start size and the freed pages to the system, so an idle process is as small as one
+ *    that never grew. It costs a full collection (~40–120 ms of CPU, by the heap's size), so it
+ *    runs `TRIM_QUIET_MS` after the last turn ended only when the process has done at least
+ *    `TRIM_WORK_FACTOR` times that much work since its last trim (after a burst or a long reply),
+ *    and otherwise after `TRIM_IDLE_MS` of quiet: trims cost at most 1/16 of the work they follow,
+ *    plus one per long quiet stretch. Capping the young generation instead (the harness ran with
+ *    a 1 MiB one) made a long reply ~40% slower in CPU, and still left a process that had been
+ *    busy ~40 MiB larger for good (bench/RESULTS.md "Twelfth session").
+ *
+ * Lifecycle: every turn end with nothing running schedules (1) for the next loop turn, which
+ * restarts the quiet timer of (2); a timer that fires while a turn runs does nothing, and the next
+ * idle turn end starts it again. The warm-up's end counts as a turn end. Both need `gc`, which Node
+ * exposes only under `--expose-gc`; without it this does nothing.
  *
  * Not done in the runner-host: its young generation is V8's default (tens of MiB, a scavenge of
  * ~3 ms every few dozen turns), and a collection at a turn's end delayed the next turn's `run`,
  * which the runner-host is the first to handle (measured: p99 worse, p50 unchanged).
  */
-type MinorGc = (options: { type: "minor" }) => void;
+import { getHeapSpaceStatistics } from "node:v8";
 
-/** Returns `turnEnded`: call it after a turn's end; the collection runs once output is flushed. */
-export function idleCollector(busy: () => boolean, gc = exposedGc()): () => void {
+/** Quiet time before a trim the work since the last one pays for, ms: longer than the gaps
+ * between turns of a busy stretch, so a stretch is trimmed once, at its end. */
+export const TRIM_QUIET_MS = 1_000;
+/** Quiet time after which a grown process is trimmed whatever it did before, ms. */
+export const TRIM_IDLE_MS = 60_000;
+/** CPU since the last trim, in multiples of that trim's own CPU, that a quick trim needs. */
+export const TRIM_WORK_FACTOR = 16;
+
+type Collect = (options: { type: "minor" } | { type: "major"; flavor: "last-resort" }) => void;
+
+/** Seams for tests: the collector, the young generation's size in bytes, the process's CPU in ms,
+ * and the two quiet times. */
+export type IdleSeams = { gc?: Collect; youngBytes?: () => number; cpuMs?: () => number; quietMs?: number; idleMs?: number };
+
+/** Returns `turnEnded`: call it after a turn's end; the collections run once output is flushed. */
+export function idleCollector(busy: () => boolean, seams: IdleSeams = {}): () => void {
+  const gc = "gc" in seams ? seams.gc : exposedGc();
   if (!gc) return () => {};
+  const youngBytes = seams.youngBytes ?? newSpaceBytes;
+  const cpuMs = seams.cpuMs ?? processCpuMs;
+  const startBytes = youngBytes();
+  let trimCostMs = 0;
+  let cpuAtTrim = cpuMs();
+  let quiet: NodeJS.Timeout | undefined;
+  const trim = () => {
+    if (busy() || youngBytes() <= startBytes) return;
+    const before = cpuMs();
+    gc({ type: "major", flavor: "last-resort" });
+    cpuAtTrim = cpuMs();
+    trimCostMs = cpuAtTrim - before;
+  };
   let scheduled = false;
   return () => {
     if (scheduled) return;
@@ -25,12 +65,26 @@ export function idleCollector(busy: () => boolean, gc = exposedGc()): () => void
     // After what the turn's end queued with setImmediate (the output batch), so that is written first.
     setImmediate(() => {
       scheduled = false;
-      if (!busy()) gc({ type: "minor" });
+      if (busy()) return;
+      gc({ type: "minor" });
+      const paidFor = cpuMs() - cpuAtTrim >= TRIM_WORK_FACTOR * trimCostMs;
+      clearTimeout(quiet);
+      quiet = setTimeout(trim, paidFor ? (seams.quietMs ?? TRIM_QUIET_MS) : (seams.idleMs ?? TRIM_IDLE_MS));
+      quiet.unref(); // a harness whose input ended exits without waiting for a trim
     });
   };
 }
 
-function exposedGc(): MinorGc | undefined {
+function newSpaceBytes(): number {
+  return getHeapSpaceStatistics().find((s) => s.space_name === "new_space")?.space_size ?? 0;
+}
+
+function processCpuMs(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+}
+
+function exposedGc(): Collect | undefined {
   const gc = (globalThis as { gc?: unknown }).gc;
-  return typeof gc === "function" ? (gc as MinorGc) : undefined;
+  return typeof gc === "function" ? (gc as Collect) : undefined;
 }

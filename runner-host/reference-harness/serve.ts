@@ -114,7 +114,7 @@ function execute(cmd: Command): ResultOf<CommandOp> {
       };
       const apis = transports(providers);
       prewarm(apis);
-      if (wantsWarmUp(apis)) void warmUp(options);
+      if (wantsWarmUp(apis)) void warmUp(options).then(turnEnded); // its end is idle like a turn's
       return { engine: ENGINE, catalog: CATALOG };
     }
     case "set_keys": {

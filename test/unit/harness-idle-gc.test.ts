@@ -1,13 +1,15 @@
 /**
  * The reference harness collects its young generation when it goes idle (no turn running in any
- * session), so the scavenge a turn calls for lands between turns instead of inside the next one.
- * It needs `gc`, which Node exposes under `--expose-gc` (in the reference harness command).
+ * session), so the scavenge a turn calls for lands between turns instead of inside the next one,
+ * and trims a grown young generation once it stays quiet, so an idle process gives back what a
+ * busy stretch took. Both need `gc`, which Node exposes under `--expose-gc` (in the reference
+ * harness command).
  */
 import { execFileSync } from "node:child_process";
 import { setImmediate as nextLoopTurn } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { describe, expect, it } from "vitest";
-import { idleCollector } from "../../runner-host/reference-harness/idle-gc.ts";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { idleCollector, TRIM_WORK_FACTOR } from "../../runner-host/reference-harness/idle-gc.ts";
 import { REFERENCE_HARNESS_COMMAND } from "../../scripts/build-harness.ts";
 
 function fakeGc() {
@@ -18,7 +20,7 @@ function fakeGc() {
 describe("reference harness idle collection", () => {
   it("collects once per loop turn after a turn ends with nothing running", async () => {
     const { calls, gc } = fakeGc();
-    const turnEnded = idleCollector(() => false, gc);
+    const turnEnded = idleCollector(() => false, { gc, youngBytes: () => 0 });
     turnEnded();
     turnEnded(); // two sessions ending in one loop turn: one collection
     expect(calls).toEqual([]); // not before the turn's end is written (the output batch's setImmediate)
@@ -32,7 +34,7 @@ describe("reference harness idle collection", () => {
   it("does not collect while another turn is running", async () => {
     const { calls, gc } = fakeGc();
     let running = true;
-    const turnEnded = idleCollector(() => running, gc);
+    const turnEnded = idleCollector(() => running, { gc, youngBytes: () => 0 });
     turnEnded();
     await nextLoopTurn();
     expect(calls).toEqual([]);
@@ -54,6 +56,114 @@ describe("reference harness idle collection", () => {
     } finally {
       (globalThis as { gc?: unknown }).gc = saved;
     }
+  });
+
+  describe("the trim of a grown young generation", () => {
+    afterEach(() => void vi.useRealTimers());
+    const QUIET = 1_000;
+    const IDLE = 60_000;
+    const TRIM_COST = 10;
+
+    /** A collector on fake timers whose young generation and CPU clock the test sets; a trim costs TRIM_COST ms. */
+    function rig(busy = () => false) {
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setImmediate"] });
+      const state = { young: 1, cpu: 0, trims: 0, minors: 0 };
+      const gc = (o: { type: string; flavor?: string }) => {
+        if (o.type === "minor") return void state.minors++;
+        expect(o).toEqual({ type: "major", flavor: "last-resort" });
+        state.trims++;
+        state.cpu += TRIM_COST;
+        state.young = 1;
+      };
+      const turnEnded = idleCollector(busy, { gc, youngBytes: () => state.young, cpuMs: () => state.cpu, quietMs: QUIET, idleMs: IDLE });
+      /** A turn that did `work` ms of CPU and grew the young generation, ended with nothing running. */
+      const turn = (work: number) => {
+        state.cpu += work;
+        state.young = 16;
+        turnEnded();
+        vi.advanceTimersByTime(0); // the idle collection's setImmediate
+      };
+      return { state, turn };
+    }
+
+    it("trims once the harness is quiet, and not before", () => {
+      const { state, turn } = rig();
+      turn(5);
+      expect(state).toMatchObject({ minors: 1, trims: 0 });
+      vi.advanceTimersByTime(QUIET - 1);
+      expect(state.trims).toBe(0);
+      vi.advanceTimersByTime(1);
+      expect(state).toMatchObject({ trims: 1, young: 1 });
+    });
+
+    it("a turn ending during the quiet time restarts it", () => {
+      const { state, turn } = rig();
+      turn(5);
+      vi.advanceTimersByTime(QUIET - 1);
+      turn(TRIM_COST * TRIM_WORK_FACTOR);
+      vi.advanceTimersByTime(QUIET - 1);
+      expect(state.trims).toBe(0);
+      vi.advanceTimersByTime(1);
+      expect(state.trims).toBe(1);
+    });
+
+    it("after a trim, waits for the long quiet unless the work since pays for another quick one", () => {
+      const { state, turn } = rig();
+      turn(5);
+      vi.advanceTimersByTime(QUIET);
+      expect(state.trims).toBe(1);
+      // Less work than TRIM_WORK_FACTOR trims' worth: only after the long quiet.
+      turn(TRIM_COST * TRIM_WORK_FACTOR - 1);
+      vi.advanceTimersByTime(IDLE - 1);
+      expect(state.trims).toBe(1);
+      vi.advanceTimersByTime(1);
+      expect(state.trims).toBe(2);
+      // Enough work: the quick trim again.
+      turn(TRIM_COST * TRIM_WORK_FACTOR);
+      vi.advanceTimersByTime(QUIET);
+      expect(state.trims).toBe(3);
+    });
+
+    it("does not trim while a turn runs, nor a young generation that has not grown", () => {
+      let running = false;
+      const { state, turn } = rig(() => running);
+      turn(5);
+      running = true; // another session's turn started during the quiet time
+      vi.advanceTimersByTime(IDLE);
+      expect(state.trims).toBe(0);
+      running = false;
+      turn(5);
+      state.young = 1; // already back at its start size (V8 shrank it on its own)
+      vi.advanceTimersByTime(IDLE);
+      expect(state.trims).toBe(0);
+    });
+  });
+
+  it("gives a grown young generation back under the reference command's flags", () => {
+    const flags = REFERENCE_HARNESS_COMMAND.slice(1, -1);
+    const module = fileURLToPath(new URL("../../runner-host/reference-harness/idle-gc.ts", import.meta.url));
+    // Grows the young generation the way a long reply does (many short-lived objects, some kept a
+    // while), ends a "turn", and reports the young generation's size once the trim has run.
+    const script = `
+      const { getHeapSpaceStatistics } = await import("node:v8");
+      const { idleCollector } = await import(${JSON.stringify(module)});
+      const young = () => getHeapSpaceStatistics().find((s) => s.space_name === "new_space").space_size;
+      const turnEnded = idleCollector(() => false, { quietMs: 10 });
+      const start = young();
+      let kept = [];
+      for (let i = 0; i < 3e6; i++) { const o = { i, s: "x" + i }; if (i % 50 === 0) kept.push(o); if (kept.length > 4000) kept = []; }
+      const grown = young();
+      turnEnded();
+      const poll = setInterval(() => {
+        if (young() > start) return;
+        clearInterval(poll);
+        process.stdout.write(JSON.stringify({ start, grown, after: young() }));
+      }, 5);
+    `;
+    const out = execFileSync(process.execPath, [...flags, "--input-type=module", "-e", script], { encoding: "utf8", timeout: 10_000 });
+    const { start, grown, after } = JSON.parse(out) as Record<string, number>;
+    expect(grown).toBeGreaterThanOrEqual(4 * start); // the young generation did grow
+    expect(after).toBe(start);
   });
 
   it("runs a real minor collection under the reference command's flags", () => {
