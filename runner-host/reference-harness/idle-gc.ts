@@ -6,15 +6,16 @@
  *    (bench/RESULTS.md "First output, round 5").
  * 2. A trim once the process stays quiet. V8 grows the young generation while the process is
  *    busy (the provider libraries allocate ~9 KiB per streamed delta) and never gives that memory
- *    back by itself. A trim is one memory-reducing full collection: the young generation goes back
- *    to its start size and the freed pages to the system, so an idle process is as small as one
- *    that never grew. It costs a full collection (~40–120 ms of CPU, by the heap's size), so it
+ *    back by itself. A trim is V8's memory-reducing "last resort" collection (two or more full
+ *    collections): the young generation goes back to its start size and the freed pages to the
+ *    system, so an idle process is as small as one that never grew. It costs ~50–120 ms of CPU
+ *    (by the heap's size), so it
  *    runs `TRIM_QUIET_MS` after the last turn ended only when the process has done at least
  *    `TRIM_WORK_FACTOR` times that much work since its last trim (after a burst or a long reply),
  *    and otherwise after `TRIM_IDLE_MS` of quiet: trims cost at most 1/16 of the work they follow,
  *    plus one per long quiet stretch. Capping the young generation instead (the harness ran with
  *    a 1 MiB one) made a long reply ~40% slower in CPU, and still left a process that had been
- *    busy ~40 MiB larger for good (bench/RESULTS.md "Twelfth session").
+ *    busy ~30 MiB larger for good (bench/RESULTS.md "Twelfth session").
  *
  * Lifecycle: every turn end with nothing running schedules (1) for the next loop turn, which
  * restarts the quiet timer of (2); a timer that fires while a turn runs does nothing, and the next
