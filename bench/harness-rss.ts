@@ -8,8 +8,9 @@
  *
  * Each size is read right after a turn and, where the harness would trim (runner-host/
  * reference-harness/idle-gc.ts), once it has been quiet long enough to: ready after its warm-up
- * plus `TRIM_QUIET_MS`, 16 idle sessions after `TRIM_IDLE_MS`, and after the CPU rounds (work
- * that pays for a quick trim) after `TRIM_QUIET_MS`. With `--short` the long wait is skipped.
+ * plus `TRIM_QUIET_MS`, then 16 idle sessions and the process after the CPU rounds each after
+ * `TRIM_IDLE_MS` (the rounds' work may or may not pay for a quick trim; the long quiet always
+ * trims a grown process). With `--short` the long waits are skipped.
  *
  *   npm run bench:harness-rss [-- --sessions 16 --rounds 30 | -- --short]
  *   BENCH_HARNESS_COMMAND='["node","runner-host/reference-harness/main.ts"]' npm run bench:harness-rss   (a variant)
@@ -79,9 +80,10 @@ await runBench(4 * 60_000, async () => {
     const cpuMs = ((cpuOf(hp.pid) - cpu0) * 1000) / turns;
     const busy = await rss(hp.pid);
     const cpu1 = cpuOf(hp.pid);
-    const quiet = await rss(hp.pid, TRIM_QUIET_MS);
+    const wait = short ? TRIM_QUIET_MS : TRIM_IDLE_MS;
+    const quiet = await rss(hp.pid, wait);
     const trimMs = (cpuOf(hp.pid) - cpu1) * 1000; // the idle collections, the trim among them
-    console.log(`harness CPU per turn over ${turns} turns (${N} at a time): ${cpuMs.toFixed(2)} ms; RSS right after: ${busy.toFixed(1)} MiB, ${(TRIM_QUIET_MS + SETTLE_MS) / 1000} s on: ${quiet.toFixed(1)} MiB (CPU meanwhile ${trimMs.toFixed(0)} ms)`);
+    console.log(`harness CPU per turn over ${turns} turns (${N} at a time): ${cpuMs.toFixed(2)} ms; RSS right after: ${busy.toFixed(1)} MiB, ${(wait + SETTLE_MS) / 1000} s on: ${quiet.toFixed(1)} MiB (CPU meanwhile ${trimMs.toFixed(0)} ms)`);
   } finally {
     hp.endInput();
     await Promise.race([hp.exited, sleep(3000)]);

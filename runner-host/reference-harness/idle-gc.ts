@@ -7,8 +7,8 @@
  * 2. A trim once the process stays quiet. V8 grows the young generation while the process is
  *    busy (the provider libraries allocate ~9 KiB per streamed delta) and never gives that memory
  *    back by itself. A trim is V8's memory-reducing "last resort" collection (two or more full
- *    collections): the young generation goes back to its start size and the freed pages to the
- *    system, so an idle process is as small as one that never grew. It costs ~50–120 ms of CPU
+ *    collections) and one ordinary full collection: the young generation goes back to its start size and the freed pages to the
+ *    system, so an idle process is as small as one that never grew. It costs ~90–160 ms of CPU
  *    (by the heap's size), so it
  *    runs `TRIM_QUIET_MS` after the last turn ended only when the process has done at least
  *    `TRIM_WORK_FACTOR` times that much work since its last trim (after a burst or a long reply),
@@ -36,7 +36,7 @@ export const TRIM_IDLE_MS = 60_000;
 /** CPU since the last trim, in multiples of that trim's own CPU, that a quick trim needs. */
 export const TRIM_WORK_FACTOR = 16;
 
-type Collect = (options: { type: "minor" } | { type: "major"; flavor: "last-resort" }) => void;
+type Collect = (options: { type: "minor" | "major" } | { type: "major"; flavor: "last-resort" }) => void;
 
 /** Seams for tests: the collector, the young generation's size in bytes, the process's CPU in ms,
  * and the two quiet times. */
@@ -56,6 +56,10 @@ export function idleCollector(busy: () => boolean, seams: IdleSeams = {}): () =>
     if (busy() || youngBytes() <= startBytes) return;
     const before = cpuMs();
     gc({ type: "major", flavor: "last-resort" });
+    // That collection leaves the old generation's limit tight, as for a process meant to shrink,
+    // so the next long reply ran into full collections one after another (~1.6× its CPU). One
+    // ordinary full collection sets the limit the usual way; it commits no memory.
+    gc({ type: "major" });
     cpuAtTrim = cpuMs();
     trimCostMs = cpuAtTrim - before;
   };
