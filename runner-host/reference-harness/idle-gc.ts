@@ -7,15 +7,15 @@
  * 2. A trim once the process stays quiet. V8 grows the young generation while the process is
  *    busy (the provider libraries allocate ~9 KiB per streamed delta) and never gives that memory
  *    back by itself. A trim is V8's memory-reducing "last resort" collection (two or more full
- *    collections) and one ordinary full collection: the young generation goes back to its start size and the freed pages to the
- *    system, so an idle process is as small as one that never grew. It costs ~90–160 ms of CPU
- *    (by the heap's size), so it
- *    runs `TRIM_QUIET_MS` after the last turn ended only when the process has done at least
- *    `TRIM_WORK_FACTOR` times that much work since its last trim (after a burst or a long reply),
- *    and otherwise after `TRIM_IDLE_MS` of quiet: trims cost at most 1/16 of the work they follow,
- *    plus one per long quiet stretch. Capping the young generation instead (the harness ran with
- *    a 1 MiB one) made a long reply ~40% slower in CPU, and still left a process that had been
- *    busy ~30 MiB larger for good (bench/RESULTS.md "Twelfth session").
+ *    collections) and one ordinary full collection: the young generation goes back to its start
+ *    size and the freed pages to the system, so an idle process is as small as one that never
+ *    grew. It costs ~90–160 ms of CPU (by the heap's size), so it runs `TRIM_QUIET_MS` after the
+ *    last turn ended only when the process has done at least `TRIM_WORK_FACTOR` times that much
+ *    work since its last trim (after a burst or a long reply), and otherwise after `TRIM_IDLE_MS`
+ *    of quiet: trims cost at most 1/16 of the work they follow, plus one per long quiet stretch.
+ *    Capping the young generation instead (the harness ran with a 1 MiB one) made a long reply
+ *    ~40% slower in CPU, and still left a process that had been busy ~30 MiB larger for good
+ *    (bench/RESULTS.md "Twelfth session").
  *
  * Lifecycle: every turn end with nothing running schedules (1) for the next loop turn, which
  * restarts the quiet timer of (2); a timer that fires while a turn runs does nothing, and the next
@@ -40,7 +40,13 @@ type Collect = (options: { type: "minor" | "major" } | { type: "major"; flavor: 
 
 /** Seams for tests: the collector, the young generation's size in bytes, the process's CPU in ms,
  * and the two quiet times. */
-export type IdleSeams = { gc?: Collect; youngBytes?: () => number; cpuMs?: () => number; quietMs?: number; idleMs?: number };
+export type IdleSeams = {
+  gc?: Collect;
+  youngBytes?: () => number;
+  cpuMs?: () => number;
+  quietMs?: number;
+  idleMs?: number;
+};
 
 /** Returns `turnEnded`: call it after a turn's end; the collections run once output is flushed. */
 export function idleCollector(busy: () => boolean, seams: IdleSeams = {}): () => void {
@@ -48,6 +54,8 @@ export function idleCollector(busy: () => boolean, seams: IdleSeams = {}): () =>
   if (!gc) return () => {};
   const youngBytes = seams.youngBytes ?? newSpaceBytes;
   const cpuMs = seams.cpuMs ?? processCpuMs;
+  const quietMs = seams.quietMs ?? TRIM_QUIET_MS;
+  const idleMs = seams.idleMs ?? TRIM_IDLE_MS;
   const startBytes = youngBytes();
   let trimCostMs = 0;
   let cpuAtTrim = cpuMs();
@@ -74,7 +82,7 @@ export function idleCollector(busy: () => boolean, seams: IdleSeams = {}): () =>
       gc({ type: "minor" });
       const paidFor = cpuMs() - cpuAtTrim >= TRIM_WORK_FACTOR * trimCostMs;
       clearTimeout(quiet);
-      quiet = setTimeout(trim, paidFor ? (seams.quietMs ?? TRIM_QUIET_MS) : (seams.idleMs ?? TRIM_IDLE_MS));
+      quiet = setTimeout(trim, paidFor ? quietMs : idleMs);
       quiet.unref(); // a harness whose input ended exits without waiting for a trim
     });
   };
