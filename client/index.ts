@@ -8,7 +8,7 @@
  *   await svc.sendMessage(s.id, "hello");
  *   for await (const e of svc.stream(s.id)) if (e.type === "assistant.message") console.log(e.data.text);
  */
-import type { z } from "zod";
+import type * as z from "zod";
 import type {
   CreateSessionSchema,
   HealthSchema,

@@ -12,7 +12,7 @@
  * Every object is strict: an unknown field, an unknown `op`/`type` or a wrong type is a framing
  * violation, which ends the process (docs/harness-protocol.md "Transport").
  */
-import { z } from "zod";
+import * as z from "zod";
 import { REASONING_EFFORTS } from "../../src/shared/api-schema.ts";
 import { StopReasonSchema, ToolResultSchema, UsageSchema } from "../../src/shared/result-schema.ts";
 

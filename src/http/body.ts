@@ -4,7 +4,7 @@
  * without using is read and dropped first (bounded), so the client can read the answer.
  */
 import type { Context, MiddlewareHandler } from "hono";
-import type { z } from "zod";
+import type * as z from "zod";
 import { concatBytes } from "../shared/bytes.ts";
 import { invalid, ServiceError, tooLarge } from "../shared/errors.ts";
 import { issueSummary } from "../shared/zod-issues.ts";

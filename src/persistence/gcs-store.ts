@@ -8,7 +8,7 @@
  * that as a bearer token. STORAGE_EMULATOR_HOST (the official clients' convention) points the API
  * at another base URL, for a local emulator.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { fromBase64, toBase64Url } from "../shared/base64.ts";
 import { answerBytes, callFailure, encoder, httpFailure, STORE_REQUEST_MS, StoreError, type ObjectStore } from "./store.ts";
 

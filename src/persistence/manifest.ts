@@ -3,7 +3,7 @@
  * the newest), enough to rebuild the session on an empty deployment. Written by the uploader and
  * read back by restore and load, so both ends share this schema.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { SESSION_STATUSES, SessionConfigSchema, ToolSchema } from "../shared/api-schema.ts";
 import { issueSummary } from "../shared/zod-issues.ts";
 import { StoreError } from "./store.ts";

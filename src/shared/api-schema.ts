@@ -4,7 +4,7 @@
  * same kind of schema: the service never parses them, but the OpenAPI document, the typed client
  * and the tests' response validation all come from here.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { component, DateTime, Hex32 } from "./contract-registry.ts";
 import { ERROR_STATUS, type ErrorCode } from "./errors.ts";
 import { SESSION_STATUSES, type SessionStatus } from "./event-schema.ts";

@@ -5,7 +5,7 @@
  * `limits.queue: must be between 1 and 1024`.
  * Pure: imported by the Worker and by Node.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { byteLength } from "./ids.ts";
 
 /** An integer field with an inclusive range and a default; `max` absent means "at least min". */

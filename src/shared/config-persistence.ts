@@ -3,7 +3,7 @@
  * fields a provider needs, allows and refuses is decided here once; a field that the chosen
  * provider would ignore is an error rather than silently dropped.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { envName, httpUrl, int, nonEmpty } from "./config-fields.ts";
 
 export const PERSISTENCE_PROVIDERS = ["filesystem", "s3", "r2", "gcs"] as const;

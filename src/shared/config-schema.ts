@@ -4,7 +4,7 @@
  * Pure — no environment access; `config-env.ts` checks the variables the file names. Imported by
  * the Worker (bundled config text) and by the Node `svc` command.
  */
-import { z } from "zod";
+import * as z from "zod";
 import {
   envName,
   httpUrl,

@@ -3,7 +3,7 @@
  * "Tools"). After parsing, `transport` is always resolved and `mcp_tool` names the remote
  * tool whenever the transport is `mcp`, so callers never re-derive either.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { httpUrl, int, tenant } from "./config-fields.ts";
 import { schemaProblems } from "./json-schema-check.ts";
 import { formatPath } from "./zod-issues.ts";

@@ -4,7 +4,7 @@
  * route or another schema uses it. Registration happens when a schema module is imported, so the
  * document holds exactly the schemas the route table reaches.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { ID_ANY_CASE_PATTERN } from "./ids.ts";
 
 export type ComponentMeta = { id: string; description: string };

@@ -4,7 +4,7 @@
  * `user.message` never carries `input_id` (it is the input). The OpenAPI document, the typed client
  * and the SSE frame shapes are all built from these schemas.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { component, Cursor, DateTime, Hex32 } from "./contract-registry.ts";
 import { ContentItemSchema, StopReasonSchema, ToolResultSchema, UsageSchema } from "./result-schema.ts";
 

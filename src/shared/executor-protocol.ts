@@ -9,7 +9,7 @@
  * never replayed). On the RPC WebSocket every Command and every Reply is one JSON text message; a
  * reply that fails is answered with `{"error":{"code","message"},"call_id"}`.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { ToolSchema } from "./api-schema.ts";
 import { jsonSchema, TOOL_NAME_PATTERN } from "./config-tools.ts";
 import { component, Hex32 } from "./contract-registry.ts";

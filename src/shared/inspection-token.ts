@@ -9,7 +9,7 @@
  * Format: `svci.<base64url(JSON {t, s, c, e})>.<base64url(HMAC-SHA256)>` — tenant, session id,
  * call id, expiry (ms since epoch).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { fromBase64Url, toBase64Url } from "./base64.ts";
 
 const PREFIX = "svci.";

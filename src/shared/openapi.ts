@@ -4,7 +4,7 @@
  * a schema: components come from the registry, operations from the route table. The result is
  * deterministic, so the committed `openapi.json` can be compared with it.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { ErrorResponseSchema } from "./api-schema.ts";
 import { componentsById, contractRegistry } from "./contract-registry.ts";
 import { ERROR_MEANING, type Param, type ResponseSpec, type RouteContract } from "./route-contract.ts";

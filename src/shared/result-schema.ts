@@ -3,7 +3,7 @@
  * (docs/api.md "Tools"), usage and stop reasons (docs/api.md "Events"). Shared by the harness
  * protocol, the runner link and the objects.
  */
-import { z } from "zod";
+import * as z from "zod";
 
 export const ContentItemSchema = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("text"), text: z.string() }),

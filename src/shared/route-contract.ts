@@ -4,7 +4,7 @@
  * generator, the Worker's metrics (route labels) and the tests' response validation all read it, so
  * a route is described once, next to its schemas.
  */
-import type { z } from "zod";
+import type * as z from "zod";
 
 /** Who may call: no token, any valid token, a non-read-only one, `manage`, or an executor credential. */
 export type Access = "public" | "token" | "write" | "manage" | "executor";

@@ -2,7 +2,7 @@
 import { EmptySchema, StatusSchema } from "./api-schema.ts";
 import { ExecutorCredentialSchema, ExecutorRegistrationSchema, ReplySchema, SseCommandFrameSchema } from "./executor-protocol.ts";
 import { WITH_BODY, type RouteContract } from "./route-contract.ts";
-import { z } from "zod";
+import * as z from "zod";
 
 export const EXECUTOR_ROUTES: RouteContract[] = [
   {

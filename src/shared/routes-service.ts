@@ -1,5 +1,5 @@
 /** Contract of the service-wide routes: the tool catalog, health and the contract itself. */
-import { z } from "zod";
+import * as z from "zod";
 import { HealthSchema, ToolCatalogSchema } from "./api-schema.ts";
 import { component } from "./contract-registry.ts";
 import type { RouteContract } from "./route-contract.ts";

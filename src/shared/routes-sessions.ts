@@ -1,5 +1,5 @@
 /** Contract of `/sessions` and `/sessions/{id}/*` except sync (routes-sync.ts). */
-import { z } from "zod";
+import * as z from "zod";
 import {
   CreateSessionSchema,
   EmptySchema,

@@ -7,7 +7,7 @@
  * `svc runner` also accepts a full host configuration (a file with `tokens`) and takes these
  * fields from it; `svc runner-config -config <host file>` prints the runner file derived from one.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { envName, httpUrl, nonEmpty, plainError } from "./config-fields.ts";
 import { unkeptValues } from "./json-values.ts";
 import { issueLines } from "./zod-issues.ts";

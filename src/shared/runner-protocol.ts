@@ -15,7 +15,7 @@
  * Every message on both sockets is discriminated by `t` (as on the SSE relay's socket), kept short
  * because the link carries every delta of every turn.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { ID_PATTERN } from "./ids.ts";
 import { StopReasonSchema, ToolResultSchema, UsageSchema } from "./result-schema.ts";
 

@@ -3,7 +3,7 @@
  * `GET /sessions/{id}/sync` reports. Offsets are byte offsets into the session's NDJSON event
  * history; `checkpoint` is the latest checkpoint id published to external storage.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { component, DateTime, Hex32 } from "./contract-registry.ts";
 
 export const SyncStatusSchema = component(

@@ -4,7 +4,7 @@
  * request bodies, the host configuration, the harness protocol and tool results, so an operator
  * and a client read the same wording. Pure: imported by the Worker and by Node.
  */
-import type { z } from "zod";
+import type * as z from "zod";
 
 /** `tokens[2].tenant`, `harnesses.pi.command[0]`, `providers["my.llm"]`. */
 export function formatPath(path: readonly PropertyKey[]): string {
