@@ -28,6 +28,11 @@
  *   `max_starting`; it is the first process stopped to make room, is never started while a
  *   request of its harness waits, and is replaced when the runner-host sees a changed key. It is
  *   started with the grants seen so far, so there is none before the first session's grant.
+ *   A taken spare's replacement starts once the session that took it ended its first turn, or
+ *   `spareReplaceMs` after the take, whichever comes first: starting a process blocks this
+ *   process's event loop while it forks (12–27 ms at 250 MiB, more the larger it is) and the new
+ *   process then spends ~300 ms of CPU starting, both of which the new session's first output
+ *   waited behind (bench/RESULTS.md "Thirteenth session").
  */
 import type { Harness } from "../src/shared/config-schema.ts";
 import type { ProviderGrant } from "../src/shared/runner-protocol.ts";
@@ -65,6 +70,14 @@ export function tenantReserve(active: number, tenants: number): number {
   return active < 4 || tenants < 2 ? 0 : Math.ceil(active / 8);
 }
 
+/**
+ * Longest a taken spare's replacement waits for the session that took it to end its first turn,
+ * ms: a real model's first turn lasts seconds, and its first output, the part worth keeping the
+ * process start away from, comes well within one; the next new session finds a spare again at most
+ * this much (plus a start) later than it would have.
+ */
+export const SPARE_REPLACE_MS = 1_000;
+
 export class CancelledError extends Error {
   override name = "CancelledError";
 }
@@ -82,6 +95,8 @@ export type PoolOptions = {
   onChange?(): void;
   /** How long a harness command may take to be answered, ms (harness-process.ts's default unless set). */
   requestTimeoutMs?: number;
+  /** SPARE_REPLACE_MS unless set (tests). */
+  spareReplaceMs?: number;
 };
 
 type Residency = { proc: PooledProcess; open: boolean; model?: ResolvedModel; turn: boolean; lastUsed: number };
@@ -105,6 +120,8 @@ export class HarnessPool {
   #grants = 0;
   /** Harnesses whose last spare failed to start or ended unasked: no spares until one of their processes starts. */
   #spareFailed = new Set<string>();
+  /** Taken spares whose replacement waits for their first turn's end (or the timer). */
+  #replacing = new Map<PooledProcess, NodeJS.Timeout>();
   #pumping = false;
   #again = false;
   #stopped = false;
@@ -147,6 +164,8 @@ export class HarnessPool {
   /** Stops every process and cancels every waiting request. */
   async stop(): Promise<void> {
     this.#stopped = true;
+    for (const t of this.#replacing.values()) clearTimeout(t);
+    this.#replacing.clear();
     for (const e of this.#queue.splice(0)) e.settle(new CancelledError("the runner-host is shutting down"));
     this.#where.clear();
     await Promise.all([...this.processes().map((p) => p.stop()), ...this.#cleaning]);
@@ -261,6 +280,7 @@ export class HarnessPool {
         spare.tenant = tenant; // for good: it holds this tenant's sessions only from now on
         p = spare;
         this.#o.log("info", "spare harness process taken", { harness: e.s.harness, pid: spare.pid });
+        this.#replacing.set(spare, setTimeout(() => this.#replaceSpare(spare), this.#o.spareReplaceMs ?? SPARE_REPLACE_MS));
       }
       this.#openIn(e, p ?? this.#spawn(e.s.harness, tenant, grant));
     }
@@ -282,6 +302,7 @@ export class HarnessPool {
         if (p.spare && p.usable && !grants.every((g) => p.matches(g))) this.#stopProcess(p, "provider key changed");
       }
       if (cfg.spares === 0 || waiting.has(harness) || this.#spareFailed.has(harness)) continue;
+      if ([...this.#replacing.keys()].some((p) => p.harness === harness)) continue;
       const live = (this.#procs.get(harness) ?? []).filter((p) => p.usable);
       let hosts = live.length;
       let spares = live.filter((p) => p.spare).length;
@@ -315,6 +336,7 @@ export class HarnessPool {
         p.running--;
         r.turn = false;
         r.lastUsed = Date.now();
+        if (this.#replacing.has(p)) return this.#replaceSpare(p); // pumps a moment later
         this.#pump();
       },
     });
@@ -443,7 +465,20 @@ export class HarnessPool {
     void p.stop().finally(() => this.#pump());
   }
 
+  /**
+   * The taken spare's replacement may start. From an immediate, not at once: what the turn's end
+   * queued (its `turn_end` on the link, also written from an immediate) leaves before the fork.
+   */
+  #replaceSpare(p: PooledProcess): void {
+    const t = this.#replacing.get(p);
+    if (t === undefined) return;
+    clearTimeout(t);
+    this.#replacing.delete(p);
+    setImmediate(() => this.#pump());
+  }
+
   #onExit(p: PooledProcess, exit: HarnessExit, expected: boolean): void {
+    this.#replaceSpare(p);
     const list = this.#procs.get(p.harness) ?? [];
     this.#procs.set(p.harness, list.filter((x) => x !== p));
     const cleaned = p.hp?.exited;

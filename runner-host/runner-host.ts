@@ -71,6 +71,8 @@ export type RunnerHostOptions = {
   yieldAfterMs?: number;
   /** How long a harness command may take to be answered, ms: DEFAULT_REQUEST_TIMEOUT_MS unless set (tests). */
   harnessRequestTimeoutMs?: number;
+  /** SPARE_REPLACE_MS unless set (tests). */
+  spareReplaceMs?: number;
 };
 
 export class RunnerHost {
@@ -105,6 +107,7 @@ export class RunnerHost {
       grants: () => this.#grants.values(),
       onChange: () => this.#control.statusChanged(),
       ...(o.harnessRequestTimeoutMs !== undefined ? { requestTimeoutMs: o.harnessRequestTimeoutMs } : {}),
+      ...(o.spareReplaceMs !== undefined ? { spareReplaceMs: o.spareReplaceMs } : {}),
     });
     this.#control = new ControlClient({
       baseUrl: o.baseUrl,

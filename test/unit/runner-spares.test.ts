@@ -19,8 +19,9 @@ async function spareStarted(r: Rig): Promise<number> {
 }
 
 describe("spare harness processes", () => {
-  it("a new tenant's first session opens in the spare, and another spare starts behind it", async () => {
-    rig = await Rig.start({ tenants: ["b"], harness: { spares: 1 } });
+  it("a new tenant's first session opens in the spare, and another spare starts behind it once that session's first turn ended", async () => {
+    // The replacement's own timer far off: only the first turn's end may start it here.
+    rig = await Rig.start({ tenants: ["b"], harness: { spares: 1 }, host: { spareReplaceMs: 60_000 } });
     const a = await rig.open("spare-a");
     await opened(a);
     const spare = await spareStarted(rig);
@@ -33,10 +34,26 @@ describe("spare harness processes", () => {
     const procB = rig.host.pool.residentIn(rig.host.session("spare-b")!)!;
     expect(procB.pid).toBe(spare); // no new process was started for it
     expect(procB.tenant).toBe("b");
-    const next = await spareStarted(rig);
-    expect([procA.pid, procB.pid]).not.toContain(next);
+    // Nothing starts while the new session opens and runs its first turn: a start would hold this
+    // process's event loop (the fork) and take a CPU (the start) from that session's first output.
+    expect(rig.host.pool.processes("ref").map((p) => p.pid)).toEqual([procA.pid, procB.pid]);
     const tb = rig.run(b, "in the warm process");
     expect((await turnEnd(b, tb)).status).toBe("completed");
+    const next = await spareStarted(rig);
+    expect([procA.pid, procB.pid]).not.toContain(next);
+  });
+
+  it("a taken spare is replaced spareReplaceMs after it was taken when its session runs no turn", async () => {
+    rig = await Rig.start({ tenants: ["b"], harness: { spares: 1 }, host: { spareReplaceMs: 200 } });
+    const a = await rig.open("spare-timer-a");
+    await opened(a);
+    const spare = await spareStarted(rig);
+    const b = await rig.open("spare-timer-b", { tenant: "b" });
+    await opened(b);
+    expect(rig.host.pool.residentIn(rig.host.session("spare-timer-b")!)!.pid).toBe(spare);
+    const next = await spareStarted(rig); // no turn ever runs in b
+    expect(next).not.toBe(spare);
+    expect(rig.host.pool.processes("ref").find((p) => p.pid === next)!.spare).toBe(true);
   });
 
   it("the last detach stops a tenant's process but not the spare", async () => {
