@@ -302,7 +302,7 @@ export class HarnessPool {
         if (p.spare && p.usable && !grants.every((g) => p.matches(g))) this.#stopProcess(p, "provider key changed");
       }
       if (cfg.spares === 0 || waiting.has(harness) || this.#spareFailed.has(harness)) continue;
-      if ([...this.#replacing.keys()].some((p) => p.harness === harness)) continue;
+      if (this.#replacementWaits(harness)) continue;
       const live = (this.#procs.get(harness) ?? []).filter((p) => p.usable);
       let hosts = live.length;
       let spares = live.filter((p) => p.spare).length;
@@ -470,15 +470,26 @@ export class HarnessPool {
    * queued (its `turn_end` on the link, also written from an immediate) leaves before the fork.
    */
   #replaceSpare(p: PooledProcess): void {
+    if (this.#stopWaiting(p)) setImmediate(() => this.#pump());
+  }
+
+  /** Ends `p`'s wait for its replacement; true if it had one. */
+  #stopWaiting(p: PooledProcess): boolean {
     const t = this.#replacing.get(p);
-    if (t === undefined) return;
+    if (t === undefined) return false;
     clearTimeout(t);
     this.#replacing.delete(p);
-    setImmediate(() => this.#pump());
+    return true;
+  }
+
+  /** Whether a taken spare of this harness still waits for its replacement (on every pass: no copy). */
+  #replacementWaits(harness: string): boolean {
+    for (const p of this.#replacing.keys()) if (p.harness === harness) return true;
+    return false;
   }
 
   #onExit(p: PooledProcess, exit: HarnessExit, expected: boolean): void {
-    this.#replaceSpare(p);
+    this.#stopWaiting(p); // the pass at the end starts the replacement
     const list = this.#procs.get(p.harness) ?? [];
     this.#procs.set(p.harness, list.filter((x) => x !== p));
     const cleaned = p.hp?.exited;

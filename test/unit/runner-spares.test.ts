@@ -56,6 +56,19 @@ describe("spare harness processes", () => {
     expect(rig.host.pool.processes("ref").find((p) => p.pid === next)!.spare).toBe(true);
   });
 
+  it("a taken spare whose process ends before its session's first turn is replaced at once, not after spareReplaceMs", async () => {
+    rig = await Rig.start({ tenants: ["b"], harness: { spares: 1 }, host: { spareReplaceMs: 60_000 } });
+    const a = await rig.open("spare-gone-a");
+    await opened(a);
+    const spare = await spareStarted(rig);
+    const b = await rig.open("spare-gone-b", { tenant: "b" });
+    await opened(b);
+    expect(rig.host.pool.residentIn(rig.host.session("spare-gone-b")!)!.pid).toBe(spare);
+    process.kill(spare, "SIGKILL");
+    const next = await spareStarted(rig);
+    expect(next).not.toBe(spare);
+  });
+
   it("the last detach stops a tenant's process but not the spare", async () => {
     rig = await Rig.start({ harness: { spares: 1 } });
     const a = await rig.open("spare-last");
