@@ -18,6 +18,16 @@ async function spareStarted(r: Rig): Promise<number> {
   return Number(l.fields.pid);
 }
 
+/** Acme's session opened (a spare starts behind it), then a new tenant's session opened in that spare. */
+async function sessionInSpare(name: string, spareReplaceMs: number): Promise<{ r: Rig; spare: number }> {
+  const r = (rig = await Rig.start({ tenants: ["b"], harness: { spares: 1 }, host: { spareReplaceMs } }));
+  await opened(await r.open(`${name}-a`));
+  const spare = await spareStarted(r);
+  await opened(await r.open(`${name}-b`, { tenant: "b" }));
+  expect(r.host.pool.residentIn(r.host.session(`${name}-b`)!)!.pid).toBe(spare);
+  return { r, spare };
+}
+
 describe("spare harness processes", () => {
   it("a new tenant's first session opens in the spare, and another spare starts behind it once that session's first turn ended", async () => {
     // The replacement's own timer far off: only the first turn's end may start it here.
@@ -44,29 +54,16 @@ describe("spare harness processes", () => {
   });
 
   it("a taken spare is replaced spareReplaceMs after it was taken when its session runs no turn", async () => {
-    rig = await Rig.start({ tenants: ["b"], harness: { spares: 1 }, host: { spareReplaceMs: 200 } });
-    const a = await rig.open("spare-timer-a");
-    await opened(a);
-    const spare = await spareStarted(rig);
-    const b = await rig.open("spare-timer-b", { tenant: "b" });
-    await opened(b);
-    expect(rig.host.pool.residentIn(rig.host.session("spare-timer-b")!)!.pid).toBe(spare);
-    const next = await spareStarted(rig); // no turn ever runs in b
+    const { r, spare } = await sessionInSpare("spare-timer", 200);
+    const next = await spareStarted(r); // no turn ever runs in b
     expect(next).not.toBe(spare);
-    expect(rig.host.pool.processes("ref").find((p) => p.pid === next)!.spare).toBe(true);
+    expect(r.host.pool.processes("ref").find((p) => p.pid === next)!.spare).toBe(true);
   });
 
   it("a taken spare whose process ends before its session's first turn is replaced at once, not after spareReplaceMs", async () => {
-    rig = await Rig.start({ tenants: ["b"], harness: { spares: 1 }, host: { spareReplaceMs: 60_000 } });
-    const a = await rig.open("spare-gone-a");
-    await opened(a);
-    const spare = await spareStarted(rig);
-    const b = await rig.open("spare-gone-b", { tenant: "b" });
-    await opened(b);
-    expect(rig.host.pool.residentIn(rig.host.session("spare-gone-b")!)!.pid).toBe(spare);
+    const { r, spare } = await sessionInSpare("spare-gone", 60_000);
     process.kill(spare, "SIGKILL");
-    const next = await spareStarted(rig);
-    expect(next).not.toBe(spare);
+    expect(await spareStarted(r)).not.toBe(spare);
   });
 
   it("the last detach stops a tenant's process but not the spare", async () => {
