@@ -76,9 +76,10 @@ export class Subscribers {
   /** Pushes events to every live socket; replaying sockets will read retained ones from the log. */
   publish(events: Event[]): void {
     if (events.length === 0) return;
+    let message: string | undefined; // the same for every stream: encoded once, for the first
     for (const ws of this.#ctx.getWebSockets(TAG)) {
       if (ws.readyState !== WebSocket.OPEN || this.#get(ws).mode !== "live") continue;
-      send(ws, { t: "live", events });
+      ws.send((message ??= JSON.stringify({ t: "live", events } satisfies SubscribeDown)));
     }
   }
 

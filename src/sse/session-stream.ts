@@ -70,11 +70,14 @@ export async function openSessionStream(
   const call = inspectCall ? `&call=${inspectCall}` : "";
   const ws = await acceptObjectSocket(stub, `https://session/subscribe?after=${encodeURIComponent(cursor)}${call}`);
 
-  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
-  const writer = writable.getWriter();
-  // One write at a time; the rest waits here, where queued deltas can still be merged.
+  // The body's controller: a frame is handed to it only when the runtime asks for one, so the
+  // frames not yet taken wait here, where the budgets see them and queued deltas can still merge.
+  let body!: ReadableStreamDefaultController<Uint8Array>;
   const queue: Item[] = [];
+  /** The next frame for the runtime, not yet taken (the one "being written"). */
   let writing: Item | undefined;
+  /** The runtime has asked for a frame and none has been handed to it since. */
+  let wanted = false;
   let lastWrite = Date.now();
   let done = false;
   let draining = false;
@@ -122,16 +125,21 @@ export async function openSessionStream(
   };
 
   /**
-   * Disconnects this client: nothing more is queued or written, and what the writer still holds is
-   * dropped (aborted, not closed: a close would keep the frame waiting to be written, pinned until
-   * a client that stopped reading reads again or goes).
+   * Disconnects this client: nothing more is queued or handed over, and the body is errored, not
+   * closed (a close would keep what the runtime holds waiting to be written, pinned until a client
+   * that stopped reading reads again or goes).
    */
   const cut = () => {
     over();
     if (done) return;
     stop();
     queue.length = 0;
-    writer.abort(new Error(CUT_REASON)).catch(() => {}); // the client is gone: no one to tell
+    writing = undefined;
+    try {
+      body.error(new Error(CUT_REASON));
+    } catch {
+      // The body is already over (the client cancelled it): no one to tell.
+    }
   };
 
   /** Shutdown: the object ends the stream after what it already sent (its `end` comes last). */
@@ -144,27 +152,38 @@ export async function openSessionStream(
     }
   };
 
+  /** Picks the next frame to write; hands it over at once if the runtime is already waiting. */
   const pump = () => {
     if (done || writing) return;
     const item = queue.shift();
     if (!item) {
       if (draining) {
         stop();
-        writer.close().catch(() => {}); // a client gone meanwhile: the stream ends either way
+        if (wanted) end(); // otherwise the runtime's next ask ends the body
       }
       return;
     }
     writing = item;
     // The write deadline runs from when a frame starts being written, not from when it queued.
     item.at = lastWrite = Date.now();
-    writer.write(item.bytes ?? encodeEvent(item.delta!).bytes).then(
-      () => {
-        writing = undefined;
-        item.written?.();
-        pump();
-      },
-      () => cut(),
-    );
+    if (wanted) hand();
+  };
+
+  /** The runtime takes the frame being written; the next one starts. */
+  const hand = () => {
+    const item = writing!;
+    writing = undefined;
+    wanted = false;
+    body.enqueue(item.bytes ?? encodeEvent(item.delta!).bytes);
+    item.written?.();
+    pump();
+  };
+
+  /** The runtime asked past the last frame: it has taken every byte. */
+  const end = () => {
+    wanted = false;
+    body.close();
+    over();
   };
 
   const enqueue = (item: Item) => {
@@ -223,9 +242,6 @@ export async function openSessionStream(
     if (overBudget()) return cut();
     for (const e of msg.events) enqueueLive(e);
   });
-  // The client went away: workerd cancels the response body, which errors the writable side. (In
-  // the local stack that is only seen at the next write: a keepalive at the latest.)
-  writer.closed.catch(() => cut());
   ws.addEventListener("close", () => finish());
   // Once the object's side is over (draining), the socket has nothing left to say: an error from it
   // (workerd reports one for a socket both ends closed) must not cut what is still being delivered.
@@ -244,27 +260,27 @@ export async function openSessionStream(
 
   ws.send(MORE);
   hooks.track?.({ end: requestEnd, cut, ended });
-  // The body is read through a pull source so the end is seen when the runtime asks past the last
-  // frame, i.e. once it has taken everything before it (a shutdown waits for exactly that).
-  const source = readable.getReader();
-  const body = new ReadableStream<Uint8Array>(
+  // A pull source: the runtime asks for the next frame once it has taken the one before, so the end
+  // is seen when it asks past the last frame (a shutdown waits for exactly that). One stream, no
+  // writer in front of it: each frame is one enqueue into the response.
+  const stream = new ReadableStream<Uint8Array>(
     {
-      async pull(ctl) {
-        try {
-          const r = await source.read();
-          if (!r.done) return ctl.enqueue(r.value);
-          ctl.close();
-        } catch (e) {
-          ctl.error(e);
-        }
-        over();
+      start(c) {
+        body = c;
       },
-      cancel(reason) {
+      pull() {
+        wanted = true;
+        if (writing) hand();
+        else if (done && draining) end();
+      },
+      // The client went away: workerd cancels the response body. (In the local stack that is only
+      // seen at the next write: a keepalive at the latest.)
+      cancel() {
         over();
-        return source.cancel(reason);
+        cut();
       },
     },
     { highWaterMark: 0 },
   );
-  return new Response(body, { headers: SSE_HEADERS });
+  return new Response(stream, { headers: SSE_HEADERS });
 }
