@@ -4,8 +4,10 @@
  *
  * Pushes are at least INDEX_INTERVAL_MS apart unless `urgent`: a change inside the interval is
  * left to a timer at its end, which pushes whatever the row is then (one push for a turn's
- * `running` and `idle`, or for a burst of turns). A push that fails is retried by an alarm until it
- * lands.
+ * `running` and `idle`, or for a burst of turns). An urgent push is written at once (its change is
+ * answered once the list shows it); any other is gathered: the TenantObject writes it with the
+ * other sessions' pushes of the next moment in one commit. A push that fails is retried by an
+ * alarm until it lands.
  *
  * A timer, not the object's alarm: an alarm is durable, so arming one and its firing are two
  * writes to the runtime's alarm store, each a commit with its own `fsync` in the local stack, one
@@ -39,7 +41,11 @@ export const INDEX_INTERVAL_MS = 1_000;
 export const INDEX_BACKSTOP_MS = RUNNING_WATCH_MS;
 
 /** What a push needs of the TenantObject (its stub fits). */
-export type TenantIndex = { upsert(id: string, version: number, session: Session, tenant?: string): Promise<unknown> };
+export type TenantIndex = {
+  upsert(id: string, version: number, session: Session, tenant?: string): Promise<unknown>;
+  /** The same, written with other sessions' pushes in one commit a moment later (TenantObject). */
+  gather(id: string, version: number, session: Session, tenant?: string): Promise<unknown>;
+};
 
 export type IndexPushParts = {
   /** The session row, and where the version the index holds is recorded (session-state.ts). */
@@ -77,7 +83,10 @@ export class IndexPush {
     if (!urgent && Date.now() < due) return this.#later(due);
     this.#lastPush = Date.now();
     try {
-      await this.#tenantIndex(row.tenant).upsert(row.id, row.version, toSession(row), row.tenant);
+      const index = this.#tenantIndex(row.tenant);
+      const session = toSession(row);
+      // Only an urgent push is written at once; any other shares the tenant's next commit.
+      await (urgent ? index.upsert(row.id, row.version, session, row.tenant) : index.gather(row.id, row.version, session, row.tenant));
       this.#state.markIndexed(row.version);
     } catch (e) {
       log("warn", "tenant index push failed", { session_id: row.id, error: String(e) });

@@ -64,10 +64,15 @@ export class Scheduler {
     await this.pushIndex();
   }
 
-  /** Persistence notes the change, then the tenant index gets the summary (index-push.ts). */
+  /**
+   * Persistence notes the change, then the tenant index gets the summary (index-push.ts). Only an
+   * urgent push holds the caller; any other is for a list, which shows it a moment later (and a busy
+   * session up to the push interval late), so a message's `202` does not wait on the tenant's object.
+   */
   async pushIndex(urgent = false): Promise<void> {
     await this.#p.changed();
-    await this.#p.index.push(urgent);
+    if (urgent) return this.#p.index.push(true);
+    this.#p.index.push().catch((e) => log("warn", "tenant index push failed", { session_id: this.#p.state.row()?.id, error: String(e) }));
   }
 
   /** Moves work forward: places the session on a runner-host, or starts the next queued turn. */

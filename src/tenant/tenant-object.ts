@@ -5,6 +5,10 @@
  * at `version`. Pushes may arrive late or twice (retried by the session's alarm), so an upsert only
  * replaces an older version. Listing is a keyset scan on the primary key: ascending ids.
  *
+ * Lifecycle of a gathered push (`gather`): held in memory for GATHER_MS with the others that arrive
+ * meanwhile, then all written in one commit and answered once it is durable. An instance that goes
+ * first fails those calls, and their sessions push again (the version is still owed there).
+ *
  * The index is also how the Worker knows a session exists before it addresses the session's object
  * (addressing an object creates its storage): an id is reserved (version 0, empty body, not listed)
  * before its object is created or loaded from external storage.
@@ -31,6 +35,16 @@ const MIRROR_DELAY_MS = 1_000;
 const MIRROR_BATCH = 100;
 /** Longest wait between mirror retries, ms. */
 const MIRROR_MAX_BACKOFF_MS = 60_000;
+/**
+ * How long a gathered push waits for others to share its commit, ms. Every commit syncs the
+ * object's log to disk (in the local stack ~0.25 ms of the objects' one thread and ~0.8 ms
+ * blocked on this kind of disk; bench/RESULTS.md), and each session pushes at most once a second,
+ * spread over the second: 50 busy sessions are ~50 commits a second one by one, ~8 gathered. Only
+ * a list waits on these pushes, and it may show a busy session a second behind anyway.
+ */
+export const GATHER_MS = 100;
+
+type Gathered = { version: number; body: string; tenant: string | undefined };
 
 export class TenantObject extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
@@ -40,7 +54,40 @@ export class TenantObject extends DurableObject<Env> {
 
   #mirrorFailures = 0;
 
+  /** Writes a session's summary now (a change its caller answers only once the list shows it). */
   async upsert(id: string, version: number, session: Session, tenant?: string): Promise<void> {
+    this.#write(id, version, JSON.stringify(session), tenant);
+    await this.#mirrorSoon();
+  }
+
+  /**
+   * Writes a session's summary with the others gathered within GATHER_MS, in one commit (a push
+   * nobody waits on but a list); resolves once that commit is durable.
+   */
+  gather(id: string, version: number, session: Session, tenant?: string): Promise<void> {
+    const held = this.#gathered.get(id);
+    if (!held || version > held.version) this.#gathered.set(id, { version, body: JSON.stringify(session), tenant });
+    this.#written ??= new Promise<void>((resolve, reject) => {
+      setTimeout(() => {
+        const rows = [...this.#gathered];
+        this.#gathered.clear();
+        this.#written = undefined;
+        try {
+          for (const [id, r] of rows) this.#write(id, r.version, r.body, r.tenant);
+        } catch (e) {
+          return reject(e);
+        }
+        resolve(this.#mirrorSoon());
+      }, GATHER_MS);
+    });
+    return this.#written;
+  }
+
+  #gathered = new Map<string, Gathered>();
+  /** Settles once the gathered rows are written (undefined while nothing is gathered). */
+  #written: Promise<void> | undefined;
+
+  #write(id: string, version: number, body: string, tenant: string | undefined): void {
     if (tenant !== undefined) this.ctx.storage.sql.exec("INSERT OR IGNORE INTO tenant (name) VALUES (?)", tenant);
     this.ctx.storage.sql.exec(
       `INSERT INTO sessions (id, version, body) VALUES (?, ?, ?)
@@ -48,8 +95,12 @@ export class TenantObject extends DurableObject<Env> {
        WHERE excluded.version > sessions.version`,
       id,
       version,
-      JSON.stringify(session),
+      body,
     );
+  }
+
+  /** With a PostgreSQL mirror: its alarm, unless one is already set. */
+  async #mirrorSoon(): Promise<void> {
     if (mirrorConnection(this.env, await getRuntime(this.env)) && (await this.ctx.storage.getAlarm()) === null) {
       await this.ctx.storage.setAlarm(Date.now() + MIRROR_DELAY_MS);
     }

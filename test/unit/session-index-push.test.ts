@@ -1,8 +1,9 @@
 /**
  * The tenant index push policy of a session (src/session/index-push.ts; docs/design-notes.md):
  * pushes nobody waits on are at least INDEX_INTERVAL_MS apart (a timer at the interval's end, with
- * the object's alarm as a backstop), urgent ones go at once, a failure is retried by an alarm, and
- * the version marked indexed is the one pushed.
+ * the object's alarm as a backstop) and gathered with other sessions' into one commit, urgent ones
+ * are written at once, a failure is retried by an alarm, and the version marked indexed is the one
+ * pushed.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Session } from "../../src/shared/api-schema.ts";
@@ -19,6 +20,8 @@ function rig(first: SessionRow | null = sessionRow({ version: 2, indexed_version
     marked: [] as number[],
     alarms: [] as number[],
     upserts: [] as { tenant: string; id: string; version: number; session: Session }[],
+    /** The versions of `upserts` that went as gathered pushes (TenantObject.gather), not at once. */
+    gathered: [] as number[],
     stubsMade: 0,
     /** When set, the next upsert waits for it. */
     hold: undefined as Promise<void> | undefined,
@@ -30,13 +33,12 @@ function rig(first: SessionRow | null = sessionRow({ version: 2, indexed_version
     arm: async (at) => void r.alarms.push(at),
     index: (tenant) => {
       r.stubsMade++;
-      return {
-        upsert: async (id, version, session) => {
-          if (r.hold) await r.hold;
-          if (r.fail) throw r.fail;
-          r.upserts.push({ tenant, id, version, session });
-        },
+      const upsert = async (id: string, version: number, session: Session) => {
+        if (r.hold) await r.hold;
+        if (r.fail) throw r.fail;
+        r.upserts.push({ tenant, id, version, session });
       };
+      return { upsert, gather: async (id, version, session) => (await upsert(id, version, session), r.gathered.push(version)) };
     },
   });
   return r;
@@ -56,10 +58,11 @@ afterEach(() => {
 });
 
 describe("tenant index push", () => {
-  it("pushes a change at once when nothing was pushed lately, and marks the version pushed", async () => {
+  it("pushes a change at once when nothing was pushed lately, gathered with other sessions', and marks the version pushed", async () => {
     const r = rig();
     await r.push.push();
     expect(r.upserts).toEqual([{ tenant: "acme", id: r.row!.id, version: 2, session: toSession(r.row!) }]);
+    expect(r.gathered).toEqual([2]);
     expect(r.marked).toEqual([2]);
     expect(r.alarms).toEqual([]);
   });
@@ -96,6 +99,7 @@ describe("tenant index push", () => {
     ]);
     expect(r.marked).toEqual([2, 4]);
     expect(vi.getTimerCount()).toBe(0);
+    expect(r.gathered).toEqual([2, 4]);
   });
 
   it("an instance gone before its timer leaves the push owed, and the backstop alarm pushes it", async () => {
@@ -113,7 +117,7 @@ describe("tenant index push", () => {
     expect(next.marked).toEqual([owed.version]);
   });
 
-  it("pushes an urgent change inside the interval at once, and a change at the interval's end without an alarm", async () => {
+  it("writes an urgent change inside the interval at once (not gathered), and pushes a change at the interval's end without an alarm", async () => {
     const r = rig();
     await r.push.push();
     vi.setSystemTime(T0 + 10);
@@ -124,6 +128,7 @@ describe("tenant index push", () => {
     await r.push.push();
     expect(r.upserts.map((u) => u.version)).toEqual([2, 3, 4]);
     expect(r.alarms).toEqual([]);
+    expect(r.gathered).toEqual([2, 4]);
   });
 
   it("arms a retry INDEX_RETRY_MS after a failed push and leaves the version owed", async () => {

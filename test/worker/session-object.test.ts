@@ -11,6 +11,7 @@ import { CHUNK_BYTES, EventLog, MAX_RECORD_BYTES, READ_BYTES, RecordTooLarge, ty
 import { concatBytes } from "../../src/shared/bytes.ts";
 import { SessionState } from "../../src/session/session-state.ts";
 import { INDEX_BACKSTOP_MS } from "../../src/session/index-push.ts";
+import { GATHER_MS, type TenantObject } from "../../src/tenant/tenant-object.ts";
 import type { SessionRow } from "../../src/session/record.ts";
 import { appendRecords as append, env, freshSession, ok, type Stub } from "./helpers.ts";
 
@@ -356,5 +357,25 @@ describe("tenant index (GET /sessions is served by the TenantObject)", () => {
     await index.upsert(id, 2, v("idle"));
     await index.upsert(id, 3, v("running"));
     expect(((await index.list("", 10)) as unknown as Session[]).map((s) => s.status)).toEqual(["closed"]);
+  });
+
+  it("writes the pushes gathered within GATHER_MS together when the window ends, each session's newest, and answers each once written", async () => {
+    const index = env.TENANTS.getByName(`idx-${newId()}`);
+    const [a, b] = [newId(), newId()].sort();
+    const v = (id: string, status: Session["status"]) =>
+      ({ id, harness: "pi", config: { model: "openai/m", tools: [] }, status, created_at: TIME, updated_at: TIME, descriptors: [] }) satisfies Session;
+    const seen = await runInDurableObject(index, async (o: TenantObject) => {
+      const gathered = [o.gather(a!, 2, v(a!, "running")), o.gather(b!, 5, v(b!, "idle")), o.gather(a!, 4, v(a!, "idle")), o.gather(a!, 3, v(a!, "closed"))];
+      const before = o.list("", 10);
+      const t0 = Date.now();
+      await Promise.all(gathered);
+      return { before, waited: Date.now() - t0, after: o.list("", 10) };
+    });
+    expect(seen.before).toEqual([]);
+    expect(seen.waited).toBeGreaterThanOrEqual(GATHER_MS);
+    expect(seen.after.map((s) => [s.id, s.status])).toEqual([
+      [a, "idle"],
+      [b, "idle"],
+    ]);
   });
 });
