@@ -9,6 +9,17 @@ import type { AppEnv } from "./context.ts";
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 /**
+ * Digests of the tokens that were granted something, by token: a client sends the same token with
+ * every request, and its SHA-256 through the runtime's (asynchronous) crypto was ~1.3% of workerd's
+ * CPU under the 50-session bench (bench/RESULTS.md, fourteenth session). A digest, not a grant:
+ * every request still looks the grant up in the configuration it runs under, so a token taken out
+ * of it is refused at once. Only granted tokens are kept, so unknown ones cannot fill it.
+ */
+const digests = new Map<string, string>();
+/** Entries kept before the map starts over: far more tokens than a configuration holds. */
+const DIGESTS_KEPT = 1_024;
+
+/**
  * The token of an `Authorization: Bearer <token>` header (scheme in any case), or undefined. Not
  * hono's bearerAuth: it admits only RFC 6750 token characters, so a configured secret holding any
  * other character could never authenticate, and it answers a malformed header with 400 where the
@@ -26,7 +37,13 @@ export const requireToken: MiddlewareHandler<AppEnv> = async (c, next) => {
     const scope = rt.runnerSecret ? await verifyInspectionToken(rt.runnerSecret, token) : undefined;
     if (scope) grant = { tenant: scope.tenant, session: scope.session, manage: false, readOnly: true, inspectCall: scope.call };
   } else if (token !== undefined) {
-    grant = rt.grants.get(await sha256Hex(token));
+    const known = digests.get(token);
+    const digest = known ?? (await sha256Hex(token));
+    grant = rt.grants.get(digest);
+    if (grant && known === undefined) {
+      if (digests.size >= DIGESTS_KEPT) digests.clear();
+      digests.set(token, digest);
+    }
   }
   if (!grant) throw unauthorized();
   c.set("principal", grant);
