@@ -7,9 +7,11 @@ import { describe, expect, it } from "vitest";
 import type { Event } from "../../src/shared/api-schema.ts";
 import type { Runtime } from "../../src/runtime.ts";
 import { Scheduler, type SchedulerParts } from "../../src/session/scheduler.ts";
-import { sessionRow } from "./session-row.ts";
+import type { LoggedEvent } from "../../src/session/event-log.ts";
+import { sessionRow } from "../unit/session-row.ts";
 
-const event = { id: "0".repeat(32), type: "session.status", time: "2026-01-01T00:00:00.000Z", data: { status: "idle" } } as Event;
+const event: Event = { id: "0".repeat(32), type: "session.status", time: "2026-01-01T00:00:00.000Z", data: { status: "idle" } };
+const logged: LoggedEvent = { seq: 1, event, endOffset: 120, bytes: 120 };
 
 /** A closed session (nothing to schedule) whose index push never lands. */
 function rig() {
@@ -29,14 +31,14 @@ function rig() {
 async function settles(p: Promise<unknown>): Promise<boolean> {
   let done = false;
   void p.then(() => (done = true));
-  for (let i = 0; i < 10; i++) await new Promise((resolve) => setImmediate(resolve));
+  for (let i = 0; i < 10; i++) await new Promise((resolve) => setTimeout(resolve, 0));
   return done;
 }
 
 describe("a committed change and the tenant index", () => {
   it("answers a change nobody waits on without waiting for its index push, which still goes", async () => {
     const { r, scheduler } = rig();
-    const answered = scheduler.commit(false, () => ({ events: [event], value: "sent" }));
+    const answered = scheduler.commit(false, () => ({ events: [logged], value: "sent" }));
     expect(await settles(answered)).toBe(true);
     expect(await answered).toEqual({ ok: true, value: "sent" });
     expect(r).toEqual({ pushes: [false], noted: 1 });
@@ -44,7 +46,7 @@ describe("a committed change and the tenant index", () => {
 
   it("answers an urgent change only once its index push has landed", async () => {
     const { r, scheduler } = rig();
-    expect(await settles(scheduler.commit(true, () => ({ events: [event], value: "closed" })))).toBe(false);
+    expect(await settles(scheduler.commit(true, () => ({ events: [logged], value: "closed" })))).toBe(false);
     expect(r).toEqual({ pushes: [true], noted: 1 });
   });
 });
