@@ -94,11 +94,16 @@ export class IndexPush {
     }
   }
 
+  /** `push()` that nobody awaits: a failure that even its retry alarm could not arm is logged. */
+  pushInBackground(): void {
+    this.push().catch((e) => log("warn", "tenant index push failed", { session_id: this.#state.row()?.id, error: String(e) }));
+  }
+
   /** Leaves the push to a timer at `due` (one for every change until then), with the backstop alarm armed. */
   #later(due: number): Promise<void> {
     this.#timer ??= setTimeout(() => {
       this.#timer = undefined;
-      this.push().catch((e) => log("warn", "tenant index push failed", { session_id: this.#state.row()?.id, error: String(e) }));
+      this.pushInBackground();
     }, due - Date.now());
     return this.#arm(Date.now() + INDEX_BACKSTOP_MS);
   }

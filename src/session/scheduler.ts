@@ -27,7 +27,7 @@ export type SchedulerParts = {
   link: Pick<RunnerLink, "newLease" | "socket" | "push" | "release">;
   placement: Pick<Placement, "place" | "claim" | "withdraw">;
   publication: Pick<Publication, "publish">;
-  index: Pick<IndexPush, "push">;
+  index: Pick<IndexPush, "push" | "pushInBackground">;
   /** Persistence notes a change (SessionSync.changed): dirty, an upload alarm, the backlog. */
   changed: () => Promise<void>;
   /** A turn started: the object's alarm watches its link while it runs (link-grace.ts). */
@@ -72,7 +72,7 @@ export class Scheduler {
   async pushIndex(urgent = false): Promise<void> {
     await this.#p.changed();
     if (urgent) return this.#p.index.push(true);
-    this.#p.index.push().catch((e) => log("warn", "tenant index push failed", { session_id: this.#p.state.row()?.id, error: String(e) }));
+    this.#p.index.pushInBackground();
   }
 
   /** Moves work forward: places the session on a runner-host, or starts the next queued turn. */

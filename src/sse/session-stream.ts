@@ -275,10 +275,7 @@ export async function openSessionStream(
       },
       // The client went away: workerd cancels the response body. (In the local stack that is only
       // seen at the next write: a keepalive at the latest.)
-      cancel() {
-        over();
-        cut();
-      },
+      cancel: () => cut(),
     },
     { highWaterMark: 0 },
   );

@@ -53,10 +53,15 @@ export class TenantObject extends DurableObject<Env> {
   }
 
   #mirrorFailures = 0;
+  /** Pushes held for the next gathered commit, by session id (the newest version of each). */
+  #gathered = new Map<string, Gathered>();
+  /** Settles once the gathered rows are written (undefined while nothing is gathered). */
+  #written: Promise<void> | undefined;
 
   /** Writes a session's summary now (a change its caller answers only once the list shows it). */
   async upsert(id: string, version: number, session: Session, tenant?: string): Promise<void> {
-    this.#write(id, version, JSON.stringify(session), tenant);
+    this.#noteTenant(tenant);
+    this.#write(id, version, JSON.stringify(session));
     await this.#mirrorSoon();
   }
 
@@ -73,7 +78,8 @@ export class TenantObject extends DurableObject<Env> {
         this.#gathered.clear();
         this.#written = undefined;
         try {
-          for (const [id, r] of rows) this.#write(id, r.version, r.body, r.tenant);
+          this.#noteTenant(rows.find(([, r]) => r.tenant !== undefined)?.[1].tenant); // one tenant per object
+          for (const [id, r] of rows) this.#write(id, r.version, r.body);
         } catch (e) {
           return reject(e);
         }
@@ -83,12 +89,12 @@ export class TenantObject extends DurableObject<Env> {
     return this.#written;
   }
 
-  #gathered = new Map<string, Gathered>();
-  /** Settles once the gathered rows are written (undefined while nothing is gathered). */
-  #written: Promise<void> | undefined;
-
-  #write(id: string, version: number, body: string, tenant: string | undefined): void {
+  /** The tenant's name, for the mirror's rows (pushes carry it; the first one stored stays). */
+  #noteTenant(tenant: string | undefined): void {
     if (tenant !== undefined) this.ctx.storage.sql.exec("INSERT OR IGNORE INTO tenant (name) VALUES (?)", tenant);
+  }
+
+  #write(id: string, version: number, body: string): void {
     this.ctx.storage.sql.exec(
       `INSERT INTO sessions (id, version, body) VALUES (?, ?, ?)
        ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body

@@ -20,7 +20,10 @@ function rig() {
   const parts = {
     state: { row: () => row, require: () => row },
     publication: { publish: () => {} },
-    index: { push: (urgent = false) => (r.pushes.push(urgent), new Promise<void>(() => {})) },
+    index: {
+      push: (urgent = false) => (r.pushes.push(urgent), new Promise<void>(() => {})),
+      pushInBackground: () => void r.pushes.push(false),
+    },
     changed: async () => void r.noted++,
     runtime: async () => ({}) as Runtime,
   } as unknown as SchedulerParts;
