@@ -2,6 +2,8 @@
  * How a harness child is started so that it holds nothing of the runner-host's: no open
  * descriptor but stdio, and, when the runner-host runs as root, not root's identity.
  *
+ * Started through the process starter (./spawner.ts), the wrapper first waits on its gate (below).
+ *
  * Descriptors: Node opens its own files close-on-exec, but descriptors the runner-host itself
  * inherited (from a supervisor, a CI runner, a shell) are passed on to every child. The child is
  * therefore started through a tiny wrapper — this Node binary with a one-line script — that closes
@@ -35,8 +37,15 @@ export const CLOSE_INHERITED = [
   "  if ((flags & 0o2000000) === 0) { try { fs.closeSync(fd); } catch {} } }",
 ].join(" ");
 
-/** The wrapper: close what was inherited, then exec the harness in place. */
-const WRAPPER = `${CLOSE_INHERITED} process.execve(process.argv[1], process.argv.slice(1), process.env);`;
+/**
+ * Waits until descriptor 3, the gate the process starter (./spawner-helper.ts) gives the child,
+ * is closed or written: by then the runner-host holds the child's pipes. Without a descriptor 3
+ * (EBADF) it goes on at once. Node leaves a child's descriptor 3 blocking, so the read sleeps.
+ */
+export const WAIT_FOR_GATE = 'try { require("node:fs").readSync(3, Buffer.alloc(1)); } catch {}';
+
+/** The wrapper: wait for its pipes to be handed over, close what was inherited, then exec the harness in place. */
+const WRAPPER = `${WAIT_FOR_GATE} ${CLOSE_INHERITED} process.execve(process.argv[1], process.argv.slice(1), process.env);`;
 
 export type Identity = { uid: number; gid: number };
 

@@ -1,10 +1,11 @@
 /**
  * The runner-host's client for ONE harness process speaking `svc-harness/1` over stdio.
  *
- * Owns: the child (its own process group; started through ./clean-spawn.ts, so it holds no
- * inherited descriptor but stdio and, under a root runner-host, runs as an unprivileged user), a
- * private directory holding its cwd, HOME and TMPDIR (owned by the child's user, removed when it exits), the correlation table of in-flight requests and the per-session event
- * listeners.
+ * Owns: the child (its own process group; started by the process starter, ./spawner.ts, through
+ * ./clean-spawn.ts, so it holds no inherited descriptor but stdio and, under a root runner-host,
+ * runs as an unprivileged user), a private directory holding its cwd, HOME and TMPDIR (owned by
+ * the child's user, removed when it exits), the correlation table of in-flight requests and the
+ * per-session event listeners.
  * Invariants:
  * - The child's environment is exactly PATH, HOME, TMPDIR and LANG (docs/harness-protocol.md
  *   "The process": ambient host variables are stripped). Provider keys travel only inside
@@ -16,7 +17,6 @@
  *   and is reported as `framing_violation` (docs/harness-protocol.md "Transport"). A response
  *   that comes after its request timed out is dropped.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { accessSync, constants, existsSync } from "node:fs";
 import { chown, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -26,6 +26,7 @@ import { issueSummary } from "../../src/shared/zod-issues.ts";
 import { redactValues } from "../error-text.ts";
 import { writeLogLine } from "../log.ts";
 import { harnessIdentity, lookPath, wrappedCommand, type Identity } from "./clean-spawn.ts";
+import { spawner, type SpawnedChild } from "./spawner.ts";
 import { harnessUidRange, HarnessUsers, privateDirOf } from "./harness-users.ts";
 import { StderrRelay } from "./stderr-relay.ts";
 import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "./jsonl.ts";
@@ -137,7 +138,7 @@ export class HarnessProcess {
   /** Settles once, when the process is gone and its directory removed. */
   readonly exited: Promise<HarnessExit>;
 
-  #child: ChildProcess;
+  #child: SpawnedChild;
   #opts: Required<Omit<HarnessProcessOptions, "baseDir" | "identity">>;
   #pending = new Map<string, Pending>();
   /**
@@ -191,9 +192,23 @@ export class HarnessProcess {
       if (ownUser) await harnessUsers().release(identity!.uid).catch(() => {});
       throw err;
     }
-    const hp = new HarnessProcess(options, dir, identity);
-    hp.#ownUser = ownUser ? identity : undefined;
     const started = performance.now();
+    const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: join(dir, "home"), TMPDIR: join(dir, "tmp"), LANG: "C.UTF-8" };
+    // Through the wrapper: inherited descriptors closed, then the harness exec'd in its place.
+    const [file, args] = wrappedCommand(resolveCommand(options.command, options.baseDir ?? process.cwd()), env.PATH);
+    let child: SpawnedChild;
+    try {
+      // Own process group (the helper starts every child so), so kill() reaches everything the harness started.
+      child = await spawner().spawn({ file, args, cwd: join(dir, "work"), env, ...(identity ? { uid: identity.uid, gid: identity.gid } : {}) });
+    } catch (err) {
+      const message = (err as Error).message;
+      (options.log ?? defaultLogger)({ level: "error", msg: "harness process error", harness: options.label ?? "harness", error: message });
+      if (ownUser) await harnessUsers().release(identity!.uid).catch(() => {});
+      else await rm(dir, { recursive: true, force: true }).catch(() => {});
+      throw new HarnessError("exited", `exited before ready (spawn_failed, code null): ${message}`);
+    }
+    const hp = new HarnessProcess(options, dir, child);
+    hp.#ownUser = ownUser ? identity : undefined;
     let readyTimer: NodeJS.Timeout | undefined;
     let unsubscribe = () => {};
     try {
@@ -215,7 +230,7 @@ export class HarnessProcess {
     return hp;
   }
 
-  private constructor(options: HarnessProcessOptions, dir: string, identity: Identity | undefined) {
+  private constructor(options: HarnessProcessOptions, dir: string, child: SpawnedChild) {
     this.workDir = dir;
     this.#opts = {
       command: options.command,
@@ -227,18 +242,9 @@ export class HarnessProcess {
       log: options.log ?? defaultLogger,
     };
     this.exited = new Promise((r) => (this.#resolveExited = r));
-    const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: join(dir, "home"), TMPDIR: join(dir, "tmp"), LANG: "C.UTF-8" };
-    // Through the wrapper: inherited descriptors closed, then the harness exec'd in its place.
-    const [file, args] = wrappedCommand(resolveCommand(options.command, options.baseDir ?? process.cwd()), env.PATH);
-    this.#child = spawn(file, args, {
-      cwd: join(dir, "work"),
-      env,
-      detached: true, // own process group, so kill() reaches everything the harness started
-      stdio: ["pipe", "pipe", "pipe"],
-      ...(identity ? { uid: identity.uid, gid: identity.gid } : {}),
-    });
-    this.pid = this.#child.pid ?? -1;
-    this.#wire(this.#child);
+    this.#child = child;
+    this.pid = child.pid;
+    this.#wire(child);
   }
 
   /** Longest line the harness reads, in UTF-8 bytes (its `ready`), at most our own reader's limit. */
@@ -352,7 +358,7 @@ export class HarnessProcess {
     }
   }
 
-  #wire(child: ChildProcess): void {
+  #wire(child: SpawnedChild): void {
     child.stdin!.on("error", () => {}); // EPIPE after the child died; `exit` reports it
     for (const stream of [child.stdout!, child.stderr!]) {
       stream.on("error", (err) => this.#log("warn", "harness pipe error", { error: err.message }));
@@ -372,10 +378,6 @@ export class HarnessProcess {
       (line) => this.#redact(line),
     );
     this.#stderr = new StderrRelay(child.stderr!, (level, msg, fields) => this.#log(level, msg, fields), (text) => this.#redact(text));
-    child.on("error", (err) => {
-      this.#log("error", "harness process error", { error: err.message });
-      if (child.pid === undefined) this.#finish(null, null, "spawn_failed", err.message);
-    });
     let closeTimer: NodeJS.Timeout | undefined;
     child.on("exit", () => {
       clearTimeout(this.#killTimer);

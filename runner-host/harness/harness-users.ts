@@ -20,13 +20,13 @@
  * signals every process the user owns in one pass that no fork can slip past, where a scan of /proc
  * followed by kills misses a child that keeps forking and exiting under new pids.
  */
-import { spawn } from "node:child_process";
 import { chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { lstat, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Logger } from "../log.ts";
 import { harnessIdentity, type Identity } from "./clean-spawn.ts";
+import { spawner } from "./spawner.ts";
 
 /** World-writable directories a harness can leave files in, besides its private one (removed apart). */
 const SHARED_TEMP_DIRS = ["/tmp", "/var/tmp", "/dev/shm"];
@@ -219,11 +219,9 @@ function runningUids(): Set<number> {
  * A zombie is gone already (it runs nothing; its parent, or init, reaps it).
  */
 async function killEverythingOf(uid: number): Promise<void> {
-  await new Promise<void>((resolve) => {
-    const sh = spawn("/bin/sh", ["-c", "kill -9 -1"], { uid, gid: uid, stdio: "ignore" });
-    sh.once("error", () => resolve()); // no /bin/sh: the scan below is all there is
-    sh.once("exit", () => resolve());
-  });
+  // Through the process starter (./spawner.ts): a fork of the runner-host holds its event loop.
+  // No /bin/sh: the scan below is all there is.
+  await spawner().run({ file: "/bin/sh", args: ["-c", "kill -9 -1"], uid, gid: uid }).catch(() => {});
   const deadline = Date.now() + KILL_WAIT_MS;
   for (;;) {
     // What the one pass could not reach (a process that was starting under another id an instant ago).

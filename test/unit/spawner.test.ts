@@ -1,0 +1,99 @@
+/**
+ * The process starter (runner-host/harness/spawner.ts): the runner-host's children are started by
+ * a small helper process, which hands their pipes over, so a start's fork never holds the
+ * runner-host's event loop.
+ */
+import { once } from "node:events";
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { wrappedCommand } from "../../runner-host/harness/clean-spawn.ts";
+import { Spawner, type SpawnedChild } from "../../runner-host/harness/spawner.ts";
+
+/** The parent and the state of a process, from /proc/<pid>/stat (the name may hold spaces). */
+function stat(pid: number): { ppid: number; state: string } | undefined {
+  try {
+    const rest = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ").pop()!.split(" ");
+    return { state: rest[0]!, ppid: Number(rest[1]) };
+  } catch {
+    return undefined;
+  }
+}
+
+function collect(child: SpawnedChild): { out: () => string; err: () => string } {
+  let out = "";
+  let err = "";
+  child.stdout.setEncoding("utf8").on("data", (c: string) => (out += c));
+  child.stderr.setEncoding("utf8").on("data", (c: string) => (err += c));
+  return { out: () => out, err: () => err };
+}
+
+/** Through the harness start wrapper, as a harness is started. */
+function wrapped(argv: string[]): { file: string; args: string[] } {
+  const [file, args] = wrappedCommand(argv, process.env.PATH);
+  return { file, args };
+}
+
+describe("the process starter", () => {
+  it("starts a child from its own small process, not from the runner-host, in a process group of its own", async () => {
+    const spawner = new Spawner();
+    const child = await spawner.spawn(wrapped(["/bin/sh", "-c", "read line; echo \"got $line\""]));
+    const io = collect(child);
+    const helper = stat(child.pid)!.ppid;
+    expect(helper).not.toBe(process.pid);
+    expect(stat(helper)!.ppid).toBe(process.pid);
+    expect(readFileSync(`/proc/${child.pid}/stat`, "utf8").split(") ")[1]!.split(" ")[3]).toBe(String(child.pid)); // pgrp
+    child.stdin.end("hello\n");
+    const [code, signal] = await once(child, "close");
+    expect({ code, signal, out: io.out() }).toEqual({ code: 0, signal: null, out: "got hello\n" });
+  });
+
+  it("hands over a child's pipes before it runs: what it writes at once, and its end, reach the runner-host even while the runner-host's loop is busy", async () => {
+    const spawner = new Spawner();
+    const started = spawner.spawn(wrapped(["/bin/sh", "-c", "printf 'at once'; printf 'to stderr' >&2; exit 3"]));
+    // Hold this event loop as a busy runner-host would: no handle is acknowledged meanwhile.
+    const until = Date.now() + 600;
+    while (Date.now() < until);
+    const child = await started;
+    const io = collect(child);
+    const [code, signal] = await once(child, "close");
+    expect({ code, signal, out: io.out(), err: io.err() }).toEqual({ code: 3, signal: null, out: "at once", err: "to stderr" });
+    expect(child.exitCode).toBe(3);
+  });
+
+  it("reports a child ended by a signal with the signal, and no exit code", async () => {
+    const spawner = new Spawner();
+    const child = await spawner.spawn(wrapped(["/bin/sh", "-c", "kill -TERM $$"]));
+    collect(child);
+    const [code, signal] = await once(child, "close");
+    expect({ code, signal, exitCode: child.exitCode, signalCode: child.signalCode }).toEqual({ code: null, signal: "SIGTERM", exitCode: null, signalCode: "SIGTERM" });
+  });
+
+  it("fails a start that cannot happen with the reason", async () => {
+    const spawner = new Spawner();
+    const err = await spawner.spawn({ ...wrapped(["/bin/true"]), cwd: "/nonexistent-dir" }).catch((e: unknown) => e);
+    expect((err as Error).message).toMatch(/ENOENT/);
+    const ran = await spawner.run({ file: "/bin/sh", args: ["-c", "exit 0"] }).then(() => "ended");
+    expect(ran).toBe("ended");
+  });
+
+  it("when the starter itself ends, kills what it started, reports it ended by SIGKILL, and the next start brings a new starter", async () => {
+    const spawner = new Spawner();
+    const child = await spawner.spawn(wrapped(["/bin/sh", "-c", "sleep 60"]));
+    collect(child);
+    const helper = stat(child.pid)!.ppid;
+    process.kill(helper, "SIGKILL");
+    const [code, signal] = await once(child, "exit");
+    expect({ code, signal }).toEqual({ code: null, signal: "SIGKILL" });
+    await once(child, "close");
+    const left = stat(child.pid);
+    expect(left === undefined || left.state === "Z").toBe(true);
+    const next = await spawner.spawn(wrapped(["/bin/sh", "-c", "read line; echo \"again $line\""]));
+    const io = collect(next);
+    const starter = stat(next.pid)!.ppid;
+    expect(starter).not.toBe(helper);
+    expect(stat(starter)!.ppid).toBe(process.pid);
+    next.stdin.end("ok\n");
+    await once(next, "close");
+    expect(io.out()).toBe("again ok\n");
+  });
+});
