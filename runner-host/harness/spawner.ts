@@ -18,6 +18,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { EventEmitter } from "node:events";
 import type { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
+import { log } from "../log.ts";
 
 const HELPER = fileURLToPath(new URL("./spawner-helper.ts", import.meta.url));
 
@@ -126,7 +127,7 @@ export class Spawner {
     const helper = spawn(process.execPath, ["--no-warnings", HELPER], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
     helper.on("message", (m: OutMessage, handle?: Socket) => this.#onMessage(m, handle));
     helper.on("error", () => {}); // its end is `exit`, below
-    helper.once("exit", () => this.#lost(helper));
+    helper.once("exit", (code, signal) => this.#lost(helper, code, signal));
     this.#helper = helper;
     return helper;
   }
@@ -172,10 +173,11 @@ export class Spawner {
   }
 
   /** The helper ended: nothing it started can be followed any more. */
-  #lost(helper: ChildProcess): void {
+  #lost(helper: ChildProcess, code: number | null, signal: NodeJS.Signals | null): void {
     if (this.#helper === helper) this.#helper = undefined;
     const calls = [...this.#calls.values()];
     this.#calls.clear();
+    log("error", "process starter exited", { code, signal, processes_killed: calls.filter((c) => c.pid !== undefined).length, starts_failed: calls.filter((c) => c.pid === undefined).length });
     for (const call of calls) {
       if (call.pid !== undefined) killGroup(call.pid);
       if (call.child) call.child.ended(null, "SIGKILL");

@@ -5,7 +5,7 @@
  */
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { wrappedCommand } from "../../runner-host/harness/clean-spawn.ts";
 import { Spawner, type SpawnedChild } from "../../runner-host/harness/spawner.ts";
 
@@ -81,9 +81,12 @@ describe("the process starter", () => {
     const child = await spawner.spawn(wrapped(["/bin/sh", "-c", "sleep 60"]));
     collect(child);
     const helper = stat(child.pid)!.ppid;
+    const logged: string[] = [];
+    const spy = vi.spyOn(process.stderr, "write").mockImplementation((line) => (logged.push(String(line)), true));
     process.kill(helper, "SIGKILL");
-    const [code, signal] = await once(child, "exit");
+    const [code, signal] = await once(child, "exit").finally(() => spy.mockRestore());
     expect({ code, signal }).toEqual({ code: null, signal: "SIGKILL" });
+    expect(logged.map((l) => JSON.parse(l))).toEqual([expect.objectContaining({ level: "error", msg: "process starter exited", signal: "SIGKILL", processes_killed: 1 })]);
     await once(child, "close");
     const left = stat(child.pid);
     expect(left === undefined || left.state === "Z").toBe(true);
