@@ -19,22 +19,26 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import type { Socket } from "node:net";
 
-type SpawnMessage = {
-  t: "spawn";
-  id: number;
+/** What to start: `spawn`'s arguments as the runner-host uses them. */
+export type SpawnRequest = {
   file: string;
   args: string[];
   cwd?: string;
   env?: Record<string, string>;
   uid?: number;
   gid?: number;
-  pipes: boolean;
 };
-type InMessage = SpawnMessage | { t: "go"; id: number };
+type SpawnMessage = SpawnRequest & { t: "spawn"; id: number; pipes: boolean };
+export type InMessage = SpawnMessage | { t: "go"; id: number };
+export type OutMessage =
+  | { t: "spawned"; id: number; pid: number }
+  | { t: "fd"; id: number; fd: 0 | 1 | 2 }
+  | { t: "failed"; id: number; message: string }
+  | { t: "exit"; id: number; code: number | null; signal: NodeJS.Signals | null };
 
 const gates = new Map<number, Socket>();
 
-function send(message: Record<string, unknown>, handle?: Socket): void {
+function send(message: OutMessage, handle?: Socket): void {
   // The runner-host may be gone already: its own children's ends are then no one's concern here.
   if (process.connected) process.send!(message, handle, () => {});
 }

@@ -19,23 +19,12 @@ import { EventEmitter } from "node:events";
 import type { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
 import { log } from "../log.ts";
+// Types only: the helper module itself runs in the helper process (it listens on its IPC channel).
+import type { InMessage, OutMessage, SpawnRequest } from "./spawner-helper.ts";
+
+export type { SpawnRequest };
 
 const HELPER = fileURLToPath(new URL("./spawner-helper.ts", import.meta.url));
-
-export interface SpawnRequest {
-  file: string;
-  args: string[];
-  cwd?: string;
-  env?: Record<string, string>;
-  uid?: number;
-  gid?: number;
-}
-
-type OutMessage =
-  | { t: "spawned"; id: number; pid: number }
-  | { t: "fd"; id: number; fd: 0 | 1 | 2 }
-  | { t: "failed"; id: number; message: string }
-  | { t: "exit"; id: number; code: number | null; signal: NodeJS.Signals | null };
 
 /**
  * A child started through the helper: what the runner-host used of Node's `ChildProcess`. Emits
@@ -119,7 +108,7 @@ export class Spawner {
     this.#calls.set(id, call);
     const helper = this.#ensure();
     this.#hold();
-    helper.send({ t: "spawn", id, ...call.req });
+    helper.send({ t: "spawn", id, ...call.req } satisfies InMessage);
   }
 
   #ensure(): ChildProcess {
@@ -155,7 +144,7 @@ export class Spawner {
           return this.#hold();
         }
         call.child = new SpawnedChild(call.pid!, call.fds as Socket[]);
-        this.#helper?.send({ t: "go", id: m.id });
+        this.#helper?.send({ t: "go", id: m.id } satisfies InMessage);
         call.resolve(call.child);
         return;
       case "failed":
