@@ -13,8 +13,8 @@
  * `go`, which the runner-host sends once it holds all three pipes. Until then nothing can be
  * written into a pipe on its way, and the child cannot end before its pipes are handed over.
  * A child is started in its own process group (the runner-host signals the group). This process
- * ends when the runner-host does (its channel closes); the children then keep running, as a
- * runner-host's own children would.
+ * ends when the runner-host does (the end of its stdin, a pipe only the runner-host holds); the
+ * children then keep running, as a runner-host's own children would.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import type { Socket } from "node:net";
@@ -81,4 +81,10 @@ process.on("message", (m: InMessage) => {
   gates.get(m.id)?.destroy();
   gates.delete(m.id);
 });
-process.on("disconnect", () => process.exit(0));
+// The runner-host's end is told by stdin's end, not the channel's `disconnect`: Node holds that back
+// while a handle waits for its acknowledgement, which a runner-host gone mid-hand-over never sends —
+// and the child would wait at its gate for good. Exiting closes the gates: such a child then runs
+// with no one on its pipes, and a harness exits at the end of its stdin.
+process.stdin.on("end", () => process.exit(0));
+process.stdin.on("error", () => process.exit(0));
+process.stdin.resume();

@@ -88,7 +88,11 @@ export class Spawner {
   #calls = new Map<number, Call>();
   #nextId = 1;
 
-  /** Starts `req` with three pipes; resolves once the child holds them and runs. */
+  /**
+   * Starts `req` with three pipes and its gate on descriptor 3; resolves once the runner-host holds
+   * the pipes and the gate is opened. The command must wait on its gate, as the start wrapper
+   * (./clean-spawn.ts) does: one that ends before its pipes are handed over fails the start.
+   */
   spawn(req: SpawnRequest): Promise<SpawnedChild> {
     return new Promise((resolve, reject) => {
       this.#send({ req: { ...req, pipes: true }, resolve: resolve as Call["resolve"], reject, fds: [], got: 0 });
@@ -113,7 +117,11 @@ export class Spawner {
 
   #ensure(): ChildProcess {
     if (this.#helper) return this.#helper;
-    const helper = spawn(process.execPath, ["--no-warnings", HELPER], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+    // A process group of its own: a terminal's Ctrl-C to the runner-host's group must not end it
+    // (and with it every harness) before the runner-host's own orderly stop has run.
+    // Its stdin is its lifeline: it ends with this process (see the helper).
+    const helper = spawn(process.execPath, ["--no-warnings", HELPER], { stdio: ["pipe", "inherit", "inherit", "ipc"], detached: true });
+    helper.stdin!.on("error", () => {});
     helper.on("message", (m: OutMessage, handle?: Socket) => this.#onMessage(m, handle));
     helper.on("error", () => {}); // its end is `exit`, below
     helper.once("exit", (code, signal) => this.#lost(helper, code, signal));

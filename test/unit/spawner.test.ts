@@ -3,17 +3,20 @@
  * a small helper process, which hands their pipes over, so a start's fork never holds the
  * runner-host's event loop.
  */
+import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { wrappedCommand } from "../../runner-host/harness/clean-spawn.ts";
 import { Spawner, type SpawnedChild } from "../../runner-host/harness/spawner.ts";
+import { REPO } from "./harness-helpers.ts";
 
-/** The parent and the state of a process, from /proc/<pid>/stat (the name may hold spaces). */
-function stat(pid: number): { ppid: number; state: string } | undefined {
+/** The parent, group and state of a process, from /proc/<pid>/stat (the name may hold spaces). */
+function stat(pid: number): { ppid: number; pgrp: number; state: string } | undefined {
   try {
     const rest = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ").pop()!.split(" ");
-    return { state: rest[0]!, ppid: Number(rest[1]) };
+    return { state: rest[0]!, ppid: Number(rest[1]), pgrp: Number(rest[2]) };
   } catch {
     return undefined;
   }
@@ -34,14 +37,14 @@ function wrapped(argv: string[]): { file: string; args: string[] } {
 }
 
 describe("the process starter", () => {
-  it("starts a child from its own small process, not from the runner-host, in a process group of its own", async () => {
+  it("starts a child from its own small process, not from the runner-host, in a process group of its own; the starter is in its own group too", async () => {
     const spawner = new Spawner();
     const child = await spawner.spawn(wrapped(["/bin/sh", "-c", "read line; echo \"got $line\""]));
     const io = collect(child);
     const helper = stat(child.pid)!.ppid;
     expect(helper).not.toBe(process.pid);
-    expect(stat(helper)!.ppid).toBe(process.pid);
-    expect(readFileSync(`/proc/${child.pid}/stat`, "utf8").split(") ")[1]!.split(" ")[3]).toBe(String(child.pid)); // pgrp
+    expect(stat(helper)).toMatchObject({ ppid: process.pid, pgrp: helper }); // a Ctrl-C to our group does not reach it
+    expect(stat(child.pid)!.pgrp).toBe(child.pid);
     child.stdin.end("hello\n");
     const [code, signal] = await once(child, "close");
     expect({ code, signal, out: io.out() }).toEqual({ code: 0, signal: null, out: "got hello\n" });
@@ -99,4 +102,29 @@ describe("the process starter", () => {
     await once(next, "close");
     expect(io.out()).toBe("again ok\n");
   });
+
+  it("ends with a runner-host that dies while a child's pipes are being handed over, and the child is not left waiting at its gate", async () => {
+    // A runner-host that asks for a child, holds its loop (no handle is acknowledged), names its
+    // starter, and dies by SIGKILL mid-hand-over.
+    const spawnerPath = JSON.stringify(join(REPO, "runner-host/harness/spawner.ts"));
+    const { file, args } = wrapped(["/bin/sh", "-c", "read line; echo never"]);
+    const script = `import { Spawner } from ${spawnerPath}; import { readdirSync, readFileSync, writeSync } from "node:fs";
+      new Spawner().spawn(${JSON.stringify({ file, args })}).catch(() => {});
+      const until = Date.now() + 800; while (Date.now() < until);
+      const childrenOf = (pid) => readdirSync("/proc").filter((p) => /^\\d+$/.test(p)).filter((p) => { try { return readFileSync("/proc/" + p + "/stat", "utf8").split(") ")[1].split(" ")[1] === String(pid); } catch { return false; } });
+      const [starter] = childrenOf(process.pid);
+      writeSync(1, [starter, ...childrenOf(starter)].join(" ") + "\\n"); process.kill(process.pid, "SIGKILL");`;
+    const host = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    host.stdout.setEncoding("utf8").on("data", (c: string) => (out += c));
+    await once(host, "exit");
+    const [helper, ...kids] = out.trim().split(" ").map(Number);
+    expect(helper).toBeGreaterThan(0);
+    expect(kids).toHaveLength(1); // the child, waiting at its gate
+    const gone = (pid: number) => stat(pid) === undefined || stat(pid)!.state === "Z";
+    const deadline = performance.now() + 10_000;
+    while (!(gone(helper!) && kids.every(gone)) && performance.now() < deadline) await new Promise((r) => setImmediate(r));
+    expect({ helper: gone(helper!), kids: kids.every(gone) }).toEqual({ helper: true, kids: true });
+  });
 });
+
