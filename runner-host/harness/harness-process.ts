@@ -265,7 +265,7 @@ export class HarnessProcess {
    * the session, not the command) would take back instead.
    */
   request<C extends CommandInput>(command: C, opts: { timeoutMs?: number; undo?: CommandInput } = {}): Promise<ResponseOf<C["op"]>> {
-    if (this.#endReason || this.#exitInfo || !this.#child.stdin?.writable) {
+    if (this.#endReason || this.#exitInfo || !this.#child.stdin.writable) {
       return Promise.reject(new HarnessError("not_running", `harness ${this.pid} is not running`));
     }
     if (command.op === "init" || command.op === "set_keys") {
@@ -297,7 +297,7 @@ export class HarnessProcess {
         reject: rejectReq,
         timer,
       });
-      this.#child.stdin!.write(line);
+      this.#child.stdin.write(line);
     });
   }
 
@@ -330,7 +330,7 @@ export class HarnessProcess {
 
   /** Closes stdin: a harness exits cleanly on EOF (the last detach closes the host). */
   endInput(): void {
-    this.#child.stdin?.end();
+    this.#child.stdin.end();
   }
 
   /** SIGTERM to the process group, SIGKILL after the grace period unless it exited first. */
@@ -359,12 +359,12 @@ export class HarnessProcess {
   }
 
   #wire(child: SpawnedChild): void {
-    child.stdin!.on("error", () => {}); // EPIPE after the child died; `exit` reports it
-    for (const stream of [child.stdout!, child.stderr!]) {
+    child.stdin.on("error", () => {}); // EPIPE after the child died; `exit` reports it
+    for (const stream of [child.stdout, child.stderr]) {
       stream.on("error", (err) => this.#log("warn", "harness pipe error", { error: err.message }));
     }
     attachJsonlReader(
-      child.stdout!,
+      child.stdout,
       {
         onMessage: (value) => this.#handleOutput(value),
         onError: (err) => this.#violation(err.message),
@@ -377,15 +377,15 @@ export class HarnessProcess {
       DEFAULT_MAX_LINE_BYTES,
       (line) => this.#redact(line),
     );
-    this.#stderr = new StderrRelay(child.stderr!, (level, msg, fields) => this.#log(level, msg, fields), (text) => this.#redact(text));
+    this.#stderr = new StderrRelay(child.stderr, (level, msg, fields) => this.#log(level, msg, fields), (text) => this.#redact(text));
     let closeTimer: NodeJS.Timeout | undefined;
     child.on("exit", () => {
       clearTimeout(this.#killTimer);
       clearTimeout(this.#eofTimer);
       this.#signalGroup("SIGKILL"); // leftovers of the group must not outlive the harness
       closeTimer = setTimeout(() => {
-        child.stdout?.destroy();
-        child.stderr?.destroy();
+        child.stdout.destroy();
+        child.stderr.destroy();
       }, CLOSE_AFTER_EXIT_MS);
     });
     child.on("close", (code, signal) => {

@@ -73,7 +73,7 @@ export class SpawnedChild extends EventEmitter {
 
 type Call = {
   req: SpawnRequest & { pipes: boolean };
-  resolve(child: SpawnedChild | number): void;
+  resolve(child: SpawnedChild): void;
   reject(err: Error): void;
   pid?: number;
   fds: (Socket | undefined)[];
@@ -95,7 +95,7 @@ export class Spawner {
    */
   spawn(req: SpawnRequest): Promise<SpawnedChild> {
     return new Promise((resolve, reject) => {
-      this.#send({ req: { ...req, pipes: true }, resolve: resolve as Call["resolve"], reject, fds: [], got: 0 });
+      this.#send({ req: { ...req, pipes: true }, resolve, reject, fds: [], got: 0 });
     });
   }
 
@@ -138,7 +138,6 @@ export class Spawner {
     switch (m.t) {
       case "spawned":
         call.pid = m.pid;
-        if (!call.req.pipes) call.resolve(m.pid);
         return;
       case "fd":
         call.fds[m.fd] = handle;
@@ -163,8 +162,11 @@ export class Spawner {
         this.#calls.delete(m.id);
         call.child?.ended(m.code, m.signal);
         call.onExit?.();
-        if (call.req.pipes && !call.child) for (const s of call.fds) s?.destroy();
-        if (call.req.pipes && !call.child) call.reject(new Error(`spawn ${call.req.file}: the process ended before it started (code ${m.code}, signal ${m.signal})`));
+        if (call.req.pipes && !call.child) {
+          // It ended between its start and the last of its pipes (killed from outside).
+          for (const s of call.fds) s?.destroy();
+          call.reject(new Error(`spawn ${call.req.file}: the process ended before it started (code ${m.code}, signal ${m.signal})`));
+        }
         return this.#hold();
     }
   }
