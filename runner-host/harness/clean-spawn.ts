@@ -42,7 +42,7 @@ export const CLOSE_INHERITED = [
  * is closed or written: by then the runner-host holds the child's pipes. Without a descriptor 3
  * (EBADF) it goes on at once. Node leaves a child's descriptor 3 blocking, so the read sleeps.
  */
-export const WAIT_FOR_GATE = 'try { require("node:fs").readSync(3, Buffer.alloc(1)); } catch {}';
+const WAIT_FOR_GATE = 'try { require("node:fs").readSync(3, Buffer.alloc(1)); } catch {}';
 
 /** The wrapper: wait for its pipes to be handed over, close what was inherited, then exec the harness in place. */
 const WRAPPER = `${WAIT_FOR_GATE} ${CLOSE_INHERITED} process.execve(process.argv[1], process.argv.slice(1), process.env);`;

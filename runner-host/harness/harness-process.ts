@@ -173,38 +173,42 @@ export class HarnessProcess {
 
   /** `ownUser`: `identity` is this process's alone; released when it exits (or here, if it never starts). */
   static async #start(options: HarnessProcessOptions, identity: Identity | undefined, ownUser: boolean): Promise<HarnessProcess> {
-    let dir: string;
+    const logError = (msg: string, fields: Record<string, unknown>) => (options.log ?? defaultLogger)({ level: "error", msg, harness: options.label ?? "harness", ...fields });
+    const ownUid = ownUser ? identity!.uid : undefined;
+    const argv = resolveCommand(options.command, options.baseDir ?? process.cwd());
+    const PATH = process.env.PATH ?? "/usr/bin:/bin";
+    let dir: string | undefined;
     try {
       // The wrapper execs the harness itself, so a missing binary is caught here, as spawn would.
-      const file = lookPath(resolveCommand(options.command, options.baseDir ?? process.cwd())[0]!, process.env.PATH);
+      const file = lookPath(argv[0]!, PATH);
       try {
         accessSync(file, constants.X_OK);
       } catch (err) {
         throw new HarnessError("exited", `exited before ready (spawn_failed, code null): spawn ${file} ${(err as NodeJS.ErrnoException).code ?? "failed"}`);
       }
       // A user of its own was claimed with its private directory (./harness-users.ts).
-      dir = ownUser ? privateDirOf(identity!.uid) : await mkdtemp(join(identity ? tmpdir() : options.rootDir, "svc-harness-"));
-      const subdirs = ["home", "tmp", "work"].map((d) => join(dir, d));
+      const made = ownUid !== undefined ? privateDirOf(ownUid) : await mkdtemp(join(identity ? tmpdir() : options.rootDir, "svc-harness-"));
+      dir = made;
+      const subdirs = ["home", "tmp", "work"].map((d) => join(made, d));
       await Promise.all(subdirs.map((d) => mkdir(d, { mode: 0o700 })));
-      if (identity) await Promise.all([dir, ...subdirs].map((d) => chown(d, identity.uid, identity.gid)));
+      if (identity) await Promise.all([made, ...subdirs].map((d) => chown(d, identity.uid, identity.gid)));
     } catch (err) {
-      // A release that fails keeps the id held (never reused); the start's own error is the one to report.
-      if (ownUser) await harnessUsers().release(identity!.uid).catch(() => {});
+      // The start's own error is the one to report; a release that fails keeps the id held (never reused).
+      await removePrivate(dir, ownUid, logError);
       throw err;
     }
     const started = performance.now();
-    const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: join(dir, "home"), TMPDIR: join(dir, "tmp"), LANG: "C.UTF-8" };
+    const env = { PATH, HOME: join(dir, "home"), TMPDIR: join(dir, "tmp"), LANG: "C.UTF-8" };
     // Through the wrapper: inherited descriptors closed, then the harness exec'd in its place.
-    const [file, args] = wrappedCommand(resolveCommand(options.command, options.baseDir ?? process.cwd()), env.PATH);
+    const [file, args] = wrappedCommand(argv, PATH);
     let child: SpawnedChild;
     try {
       // Own process group (the helper starts every child so), so kill() reaches everything the harness started.
       child = await spawner().spawn({ file, args, cwd: join(dir, "work"), env, ...(identity ? { uid: identity.uid, gid: identity.gid } : {}) });
     } catch (err) {
       const message = (err as Error).message;
-      (options.log ?? defaultLogger)({ level: "error", msg: "harness process error", harness: options.label ?? "harness", error: message });
-      if (ownUser) await harnessUsers().release(identity!.uid).catch(() => {});
-      else await rm(dir, { recursive: true, force: true }).catch(() => {});
+      logError("harness process error", { error: message });
+      await removePrivate(dir, ownUid, logError);
       throw new HarnessError("exited", `exited before ready (spawn_failed, code null): ${message}`);
     }
     const hp = new HarnessProcess(options, dir, child);
@@ -410,16 +414,9 @@ export class HarnessProcess {
     void this.#cleanUp().finally(() => this.#resolveExited(exit));
   }
 
-  /**
-   * After the exit: a user of its own is released first (everything still running as it is
-   * killed), so nothing writes into the private directory while it is removed. A directory that
-   * cannot be removed is logged, never thrown: the runner-host serves every other tenant.
-   */
-  async #cleanUp(): Promise<void> {
-    // A user's release removes its private directory itself: once the id is free, that path may
-    // already be another process's.
-    if (this.#ownUser) await harnessUsers().release(this.#ownUser.uid).catch((err: Error) => this.#log("error", "harness user not released", { error: err.message }));
-    else await rm(this.workDir, { recursive: true, force: true }).catch((err: Error) => this.#log("error", "harness directory not removed", { error: err.message, dir: this.workDir }));
+  /** After the exit (see `removePrivate`). */
+  #cleanUp(): Promise<void> {
+    return removePrivate(this.workDir, this.#ownUser?.uid, (msg, fields) => this.#log("error", msg, fields));
   }
 
   #handleOutput(value: Record<string, unknown>): void {
@@ -543,6 +540,17 @@ function isPlainDelta(v: Record<string, unknown>): v is AssistantDeltaEvent {
     typeof session === "string" && session.length >= 1 && session.length <= MAX_ID_CHARS &&
     typeof turn === "string" && turn.length >= 1 && turn.length <= MAX_ID_CHARS
   );
+}
+
+/**
+ * A process's private directory goes: for a user of its own, by the user's release, which kills
+ * everything still running as it first (so nothing writes into the directory while it is removed)
+ * and removes the directory itself — once the id is free, that path may already be another
+ * process's. What fails is logged, never thrown: the runner-host serves every other tenant.
+ */
+async function removePrivate(dir: string | undefined, ownUid: number | undefined, logError: (msg: string, fields: Record<string, unknown>) => void): Promise<void> {
+  if (ownUid !== undefined) await harnessUsers().release(ownUid).catch((err: Error) => logError("harness user not released", { error: err.message }));
+  else if (dir !== undefined) await rm(dir, { recursive: true, force: true }).catch((err: Error) => logError("harness directory not removed", { error: err.message, dir }));
 }
 
 let users: HarnessUsers | undefined;
