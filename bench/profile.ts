@@ -9,7 +9,7 @@
  *   over the DevTools protocol: `Profiler.start` before the load phase, `Profiler.stop` after it.
  * `summarize` prints the top functions by self time, and self time per source file, from either.
  */
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import WebSocket from "ws";
 
@@ -69,6 +69,7 @@ export function readNodeProfiles(dir: string): Profile[] {
 }
 
 export function saveProfile(file: string, p: Profile): void {
+  mkdirSync(path.dirname(file), { recursive: true }); // Node's own profiles make the directory only at exit
   writeFileSync(file, JSON.stringify(p));
 }
 

@@ -71,16 +71,31 @@ export function tenantMessage(message: string, secrets: Iterable<string> = []): 
 export function redactValues<T>(value: T, secrets: Iterable<string>): T {
   const list = [...secrets].filter((s) => s.length >= 4);
   if (list.length === 0) return value;
+  const scrub = (v: string): string => (list.some((s) => v.includes(s)) ? list.reduce((out, s) => out.split(s).join(REDACTED), v) : v);
+  // A copy is made only from the first part that changed: the walk allocates nothing for a record
+  // with nothing to remove (every native record of every turn is walked).
   const walk = (v: unknown): unknown => {
-    if (typeof v === "string") return list.some((s) => v.includes(s)) ? list.reduce((out, s) => out.split(s).join(REDACTED), v) : v;
+    if (typeof v === "string") return scrub(v);
     if (v === null || typeof v !== "object") return v;
     if (Array.isArray(v)) {
-      const out = v.map(walk);
-      return out.some((x, i) => x !== v[i]) ? out : v;
+      let out: unknown[] | undefined;
+      for (let i = 0; i < v.length; i++) {
+        const x = walk(v[i]);
+        if (x !== v[i]) (out ??= v.slice())[i] = x;
+      }
+      return out ?? v;
     }
-    const entries = Object.entries(v);
-    const out = entries.map(([k, x]) => [walk(k) as string, walk(x)] as const);
-    return out.some(([k, x], i) => k !== entries[i]![0] || x !== entries[i]![1]) ? Object.fromEntries(out) : v;
+    const o = v as Record<string, unknown>;
+    const keys = Object.keys(o);
+    let out: [string, unknown][] | undefined;
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i]!;
+      const wk = scrub(k);
+      const wx = walk(o[k]);
+      if (out === undefined && (wk !== k || wx !== o[k])) out = keys.slice(0, i).map((p) => [p, o[p]]);
+      out?.push([wk, wx]);
+    }
+    return out ? Object.fromEntries(out) : v;
   };
   return walk(value) as T;
 }

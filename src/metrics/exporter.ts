@@ -48,7 +48,7 @@ function headersOf(env: ExportEnv): Record<string, string> {
 export function scheduleExport(env: ExportEnv, keepAlive: KeepAlive): void {
   const endpoint = endpointOf(env);
   if (!endpoint) {
-    if (!registry.empty) registry.take();
+    if (!registry.empty) registry.clear();
     return;
   }
   if (armed || registry.empty) return;

@@ -26,8 +26,9 @@ class Registry {
 
   #point(name: MetricName, labels: Record<string, string>, make: () => Point): Point {
     const allowed: readonly string[] = METRICS[name].labels;
-    for (const k of Object.keys(labels)) if (!allowed.includes(k)) throw new Error(`metric ${name} has no label ${k}`);
-    const key = JSON.stringify(Object.entries(labels).sort(([a], [b]) => a.localeCompare(b)));
+    for (const k in labels) if (!allowed.includes(k)) throw new Error(`metric ${name} has no label ${k}`);
+    // The values in the catalog's label order: one key per label set, whatever order it was written in.
+    const key = allowed.length === 0 ? "" : JSON.stringify(allowed.map((k) => labels[k] ?? null));
     if (this.#points.size === 0) this.#start = Date.now();
     let byLabels = this.#points.get(name);
     if (!byLabels) this.#points.set(name, (byLabels = new Map()));
@@ -56,6 +57,11 @@ class Registry {
     let i = MS_BUCKETS.findIndex((b) => v <= b);
     if (i < 0) i = MS_BUCKETS.length;
     p.buckets[i]! += 1;
+  }
+
+  /** Drops everything since the previous take (nowhere to send it), and starts a new window. */
+  clear(): void {
+    if (this.#points.size > 0) this.#points = new Map();
   }
 
   /** Everything since the previous take, and a new window from now. */

@@ -99,9 +99,14 @@ export class IndexPush {
     this.push().catch((e) => log("warn", "tenant index push failed", { session_id: this.#state.row()?.id, error: String(e) }));
   }
 
-  /** Leaves the push to a timer at `due` (one for every change until then), with the backstop alarm armed. */
+  /**
+   * Leaves the push to a timer at `due` (one for every change until then), with the backstop alarm
+   * armed when the timer is set: a later change inside the interval finds both in place (arming
+   * reads the alarm store, ~2% of the objects' CPU under load when every change did).
+   */
   #later(due: number): Promise<void> {
-    this.#timer ??= setTimeout(() => {
+    if (this.#timer !== undefined) return Promise.resolve();
+    this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.pushInBackground();
     }, due - Date.now());

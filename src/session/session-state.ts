@@ -46,23 +46,36 @@ export class SessionState {
     return this.#row.memo(table, name, read);
   }
 
+  /** Sets a `memo` after a write to its table that the caller accounted for (row-cache.ts). */
+  remember(table: string, name: string, value: unknown): void {
+    this.#row.remember(table, name, value);
+  }
+
   /** Bytes of native state: summed once per object instance, then kept by `addNative`. */
   nativeBytes(): number {
     return this.memo("native", "bytes", () => this.#storage.sql.exec<{ b: number }>("SELECT COALESCE(SUM(bytes), 0) AS b FROM native").one().b);
   }
 
+  /** The last native record's `seq` (0: none): read once per object instance, then kept by `addNative`. */
+  nativeSeq(): number {
+    return this.memo("native", "seq", () => this.#storage.sql.exec<{ s: number | null }>("SELECT MAX(seq) AS s FROM native").one().s ?? 0);
+  }
+
   /**
-   * Appends native records (call inside a transaction). The byte total moves with them instead of
-   * being summed again: a sum reads every record's row, and a long session has thousands.
+   * Appends native records (call inside a transaction). The byte total and the last `seq` move with
+   * them instead of being read again: a sum reads every record's row, and a long session has
+   * thousands. A record without a `seq` of its own gets one past the largest (SQLite's rowid rule).
    */
   addNative(texts: string[]): void {
     let total = this.nativeBytes();
+    const seq = this.nativeSeq();
     for (const text of texts) {
       const bytes = byteLength(text);
       this.#storage.sql.exec("INSERT INTO native (record, bytes) VALUES (?, ?)", text, bytes);
       total += bytes;
     }
-    this.#row.remember("native", "bytes", total);
+    this.remember("native", "bytes", total);
+    this.remember("native", "seq", seq + texts.length);
   }
 
   /** Writes these columns of the session row (and the cached copy). */
@@ -167,13 +180,17 @@ export class SessionState {
       throw conflict(`session is ${r.status}${r.status === "closed" ? "" : "; resume it first"}`);
     }
     if (blocked) throw unsupported(`${blocked}: the session cannot run`);
-    const waiting = this.#storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM inputs WHERE state = 'queued'").one().n;
+    // One read for both checks: the queued inputs, and the bytes of every input not finished.
+    const { waiting, unfinished } = this.#storage.sql
+      .exec<{ waiting: number; unfinished: number }>(
+        "SELECT COUNT(*) FILTER (WHERE state = 'queued') AS waiting, COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) AS unfinished FROM inputs",
+      )
+      .one();
     if (waiting >= limits.queue) throw overloaded(`the session queue is full (limits.queue ${limits.queue})`);
     // "Near the limit": the message, what it and every input before it that has not finished will
     // add when it runs (the harness records each prompt in its native state: about its text again),
     // plus one maximal record, so the turn it starts can still record its terminal events.
     const data = messageData(input);
-    const unfinished = this.#storage.sql.exec<{ b: number }>("SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) AS b FROM inputs").one().b;
     const need = byteLength(JSON.stringify(data)) + EVENT_ENVELOPE_BYTES + byteLength(input.text) + unfinished + MAX_RECORD_BYTES;
     if (this.storedBytes() + need > limits.session_bytes) {
       throw overloaded(`this message would bring the session's event log and native state near their limit (limits.session_bytes ${limits.session_bytes}); a shorter one may still fit`);

@@ -60,10 +60,13 @@ export class Turns {
   start(now: string): { input: RunningInput; events: LoggedEvent[] } | undefined {
     if (this.running()) return undefined;
     return this.#s.storage.transactionSync(() => {
-      const next = this.#sql.exec<{ seq: number }>("SELECT seq FROM inputs WHERE state = 'queued' ORDER BY seq LIMIT 1").toArray()[0];
+      const next = this.#sql
+        .exec<RunningInput & { seq: number }>("SELECT seq, event_id, text, traceparent, accepted_at FROM inputs WHERE state = 'queued' ORDER BY seq LIMIT 1")
+        .toArray()[0];
       if (!next) return undefined;
       this.#sql.exec("UPDATE inputs SET state = 'running' WHERE seq = ?", next.seq);
-      const input = this.running()!;
+      const input: RunningInput = { event_id: next.event_id, text: next.text, traceparent: next.traceparent, accepted_at: next.accepted_at };
+      this.#s.remember("inputs", "running", input); // the row just read is the running one now
       return { input, events: this.#s.setStatus(now, "running", input.event_id) };
     });
   }
@@ -204,7 +207,7 @@ export class Turns {
   }
 
   /** A checkpoint at a completed turn: the history offset and the native state up to now. */
-  #checkpoint(now: string, nativeSeq = this.#sql.exec<{ s: number | null }>("SELECT MAX(seq) AS s FROM native").one().s ?? 0): void {
+  #checkpoint(now: string, nativeSeq = this.#s.nativeSeq()): void {
     const id = newId();
     const row = this.#s.require();
     this.#sql.exec(

@@ -30,4 +30,24 @@ describe("metrics registry", () => {
     expect(h.bucketCounts.at(-1)).toBe("1"); // past the last bound
     expect(registry.take().metrics.size).toBe(0);
   });
+
+  it("adds up one point per label set, whatever order its labels were written in", () => {
+    registry.take();
+    metrics.counter("svc.http.requests").add(1, { route: "/sessions", method: "GET", status: "200" });
+    metrics.counter("svc.http.requests").add(2, { status: "200", method: "GET", route: "/sessions" } as never);
+    metrics.counter("svc.http.requests").add(4, { route: "/sessions", method: "POST", status: "200" });
+    const points = registry.take().metrics.get("svc.http.requests")!;
+    expect(points.map((p) => [p.labels.method, p.kind === "sum" && p.value])).toEqual([
+      ["GET", 3],
+      ["POST", 4],
+    ]);
+  });
+
+  it("without an export endpoint, drops what was recorded (nothing is kept)", async () => {
+    const { scheduleExport } = await import("../../src/metrics/exporter.ts");
+    metrics.counter("svc.transcript.bytes").add(10);
+    expect(registry.empty).toBe(false);
+    scheduleExport({}, () => {});
+    expect(registry.empty).toBe(true);
+  });
 });

@@ -55,8 +55,16 @@ describe("redact, bounded, foreign", () => {
       content: [{ type: "text", text: "token: keep me" }], // no pattern rules here: ordinary text stays
       "[redacted]": ["[redacted]", 3, null],
     });
-    // Nothing to remove: the value itself comes back, not a copy.
+    // Nothing to remove: the value itself comes back, not a copy; and only the parts that changed
+    // are copied (the original is left as it was, the keys keep their order).
     expect(redactValues(value, ["absent-value"])).toBe(value);
+    const out = redactValues(value, [key]);
+    expect(out.content).toBe(value.content);
+    expect(Object.keys(out)).toEqual(["role", "errorMessage", "content", "[redacted]"]);
+    expect(value[key]).toEqual([key, 3, null]);
+    const list = ["a", "b", `x ${key}`, "c"];
+    expect(redactValues(list, [key])).toEqual(["a", "b", "x [redacted]", "c"]);
+    expect(list[2]).toBe(`x ${key}`);
   });
 
   it("bounds by UTF-8 bytes on a character boundary", () => {
