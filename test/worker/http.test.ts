@@ -469,6 +469,15 @@ describe("Send input", () => {
     await expectApiError(res, 429, "overloaded");
   });
 
+  it("counts only queued inputs against limits.queue: the running turn's input leaves room for three more", async () => {
+    const s = await createSession();
+    await sendMessage(s.id, "m0");
+    // The first input starts as it would once the session runs (no runner-host here).
+    await runInDurableObject(sessionStub(s.id), (_, state) => state.storage.sql.exec("UPDATE inputs SET state = 'running'"));
+    for (let i = 1; i <= 3; i++) await sendMessage(s.id, `m${i}`);
+    await expectApiError(await api(`/sessions/${s.id}/events`, { method: "POST", body: JSON.stringify({ type: "user.message", text: "m4" }) }), 429, "overloaded");
+  });
+
   it("returns 400 for text over limits.input_bytes and 413 for a body over input_bytes + 16 KiB", async () => {
     const s = await createSession();
     const path = `/sessions/${s.id}/events`;

@@ -150,7 +150,7 @@ describe("a lost runner link", () => {
     await back.box.next((m) => m.t === "ack", "the ack on accept");
     back.send({ t: "hello", down: 2 });
     const run = (await back.box.next((m) => m.t === "run", "the waiting turn's run")) as Extract<LinkDown, { t: "run" }>;
-    expect(run.turn).toBe(two.id);
+    expect(run).toMatchObject({ turn: two.id, text: "two" });
   });
 
   it("a message sent meanwhile is placed anew once the grace runs out, with no error", async () => {
@@ -162,7 +162,7 @@ describe("a lost runner link", () => {
     expect(await runDurableObjectAlarm(stub)).toBe(true);
     const again = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true && m.lease! > lease, "a new placement");
     const next = await openedLink(s.id, again.lease!);
-    expect(next.run.turn).toBe(two.id);
+    expect(next.run).toMatchObject({ turn: two.id, text: "two" });
     expect((await events(s.id)).filter((e) => e.type === "session.error")).toEqual([]);
   });
 });

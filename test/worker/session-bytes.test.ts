@@ -34,6 +34,9 @@ async function inRunningTurn(fn: (s: SessionState, turns: Turns, state: DurableO
     const turns = new Turns(s);
     s.send({ type: "user.message", text: "grow" }, limits, NOW);
     expect(turns.start(NOW)).toBeDefined();
+    // The running input the start keeps in memory is the table's.
+    const fresh = state.storage.sql.exec("SELECT event_id, text, traceparent, accepted_at FROM inputs WHERE state = 'running'").toArray();
+    expect([turns.running()]).toEqual(fresh);
     fn(s, turns, state);
   });
 }
@@ -55,17 +58,23 @@ describe("limits.session_bytes counts native state with the event log", () => {
     });
   });
 
-  it("the native byte total kept across appends equals a fresh sum, after a refused append and a revert too", async () => {
+  it("the native byte total and last seq kept across appends equal a fresh read, after a refused append and a revert too", async () => {
     await inRunningTurn((s, turns, state) => {
       const summed = () => state.storage.sql.exec<{ b: number }>("SELECT COALESCE(SUM(bytes), 0) AS b FROM native").one().b;
+      const last = () => state.storage.sql.exec<{ s: number | null }>("SELECT MAX(seq) AS s FROM native").one().s ?? 0;
       let seq = 1;
       for (; seq <= 3; seq++) turns.apply({ t: "native", seq, records: [{ role: "user", i: seq, text: "é".repeat(1000) }, { role: "assistant", i: seq }] }, NOW, SESSION_BYTES);
       expect(s.nativeBytes()).toBe(summed());
       expect(summed()).toBeGreaterThan(6000); // two bytes per "é": bytes, not characters
+      expect([s.nativeSeq(), last()]).toEqual([6, 6]);
       expect(() => turns.apply({ t: "native", seq, records: [record(0), ...Array.from({ length: 16 }, (_, i) => record(i + 1))] }, NOW, SESSION_BYTES)).toThrow(/limits\.session_bytes/);
       expect(s.nativeBytes()).toBe(summed());
+      expect(s.nativeSeq()).toBe(last());
       turns.revertNative();
       expect(s.nativeBytes()).toBe(summed());
+      expect([s.nativeSeq(), last()]).toEqual([0, 0]); // no checkpoint yet: every record reverted
+      turns.apply({ t: "native", seq: seq++, records: [{ role: "user", i: 0 }] }, NOW, SESSION_BYTES);
+      expect([s.nativeSeq(), last()]).toEqual([1, 1]);
     });
   });
 
