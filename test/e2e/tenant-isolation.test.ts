@@ -38,8 +38,14 @@ async function say(s: S, text: string): Promise<string> {
   expect(r.status).toBe(202);
   return r.body.id;
 }
-const status = (s: S, st: string, input?: string) =>
-  s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === st && (input === undefined || f.json.input_id === input), 30_000);
+const status = (s: S, st: string, input?: string, ms = 30_000) =>
+  s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === st && (input === undefined || f.json.input_id === input), ms);
+/**
+ * Waits of the 8 MiB test, ms: each of its turns moves megabytes through every process of the
+ * stack (a 1.5 MB answer, then a ~9 MB history to the harness and to the provider), 9–12 s in all
+ * alone but once over 30 s for one step beside the other test files on two CPUs.
+ */
+const BIG_STEP_MS = 60_000;
 const startedPids = (from: number) => sessionProcessPids(stack.stderr().slice(from));
 
 describe("a harness process never holds sessions of two tenants", () => {
@@ -74,7 +80,7 @@ describe("a harness process never holds sessions of two tenants", () => {
     // Six answers of 1.5 MB each: about 9 MB of native state, more than one 8 MiB harness line.
     for (let i = 0; i < 6; i++) {
       const m = await say(a, `big-${i} [[deltas 15 size=100000]]`);
-      await status(a, "idle", m);
+      await status(a, "idle", m, BIG_STEP_MS);
     }
     const failing = await say(a, "[[error 500]]");
     await status(a, "interrupted");
@@ -84,8 +90,8 @@ describe("a harness process never holds sessions of two tenants", () => {
     const bm = await say(b, "[[deltas 40 size=2]] [[delay 100]]");
     await b.sse.waitFor((f) => f.event === "assistant.delta", 30_000);
     const am = await say(a, "after-reopen-marker");
-    await status(a, "idle", am);
-    await status(b, "idle", bm);
+    await status(a, "idle", am, BIG_STEP_MS);
+    await status(b, "idle", bm, BIG_STEP_MS);
     expect(b.sse.frames.some((f) => f.event === "session.error")).toBe(false);
     // The reopened harness had the whole history: the provider saw all six large answers.
     const req = provider.requests.findLast((r) => JSON.stringify(r.body.messages).includes("after-reopen-marker"))!;
@@ -93,5 +99,5 @@ describe("a harness process never holds sessions of two tenants", () => {
     expect(history).toHaveLength(6);
     a.sse.close();
     b.sse.close();
-  });
+  }, 8 * BIG_STEP_MS);
 });
