@@ -32,9 +32,9 @@
  */
 import { anomalies, api, auth, closedLoop, trackCpu, direct, harnessCommand, machine, ms, now, request, runBench, sleep, stackMemory, startBenchStack, startProvider, stats } from "./lib.ts";
 import { benchArgs } from "./args.ts";
-import { profileEnv, readNodeProfiles, saveProfile, startWorkerdProfile, summarize } from "./profile.ts";
+import { harnessProfileFlag, profileEnv, readHarnessProfiles, readNodeProfiles, saveProfile, startWorkerdProfile, summarize } from "./profile.ts";
 
-/** BENCH_PROFILE=<dir>: CPU profiles of workerd (load phase) and of the svc process (whole run). */
+/** BENCH_PROFILE=<dir>: CPU profiles of workerd (load phase), the svc process and the harness processes (whole run). */
 const PROFILE_DIR = process.env.BENCH_PROFILE;
 const INSPECT_PORT = 9339;
 
@@ -45,7 +45,12 @@ const WINDOW_MS = sizes.window * 1000;
 const WARM_MS = sizes.warm * 1000;
 const TEXT = "[[deltas 50]]";
 /** spares: the pool's default, written out because the closed-stack reading waits for it to be all that is left. */
-const HARNESS = { command: harnessCommand, max_shared: 16, max_hosts: 4, spares: 1 };
+const HARNESS = {
+  command: PROFILE_DIR ? [harnessCommand[0]!, harnessProfileFlag(PROFILE_DIR), ...harnessCommand.slice(1)] : harnessCommand,
+  max_shared: 16,
+  max_hosts: 4,
+  spares: 1,
+};
 const LIMITS = { active: 64 };
 
 /** Median of three RSS readings 300 ms apart (RSS moves with GC). */
@@ -164,5 +169,6 @@ await runBench(5 * 60_000, async () => {
     console.log(`\n${summarize("workerd, load phase", workerdProfiles)}`);
     await stack.stop(); // Node writes the svc profile on exit
     console.log(`\n${summarize("svc process, whole run", readNodeProfiles(PROFILE_DIR))}`);
+    console.log(`\n${summarize("harness processes, whole run", readHarnessProfiles(PROFILE_DIR))}`);
   }
 });

@@ -7,9 +7,12 @@
  *   writes `<dir>/CPU.*.cpuprofile` when the stack exits.
  * - workerd (the Worker and its objects): Miniflare's inspector (`SVC_INSPECT_WORKER`), driven
  *   over the DevTools protocol: `Profiler.start` before the load phase, `Profiler.stop` after it.
- * `summarize` prints the top functions by self time, and self time per source file, from either.
+ * - harness processes: `harnessProfileFlag` preloads bench/harness-profile.ts, which writes
+ *   `<dir>/harness-<pid>-<n>.cpuprofile` every 2 s while the process runs.
+ * `summarize` prints the top functions by self time, and self time per source file, from any of them.
  */
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { pathToFileURL } from "node:url";
 import path from "node:path";
 import WebSocket from "ws";
 
@@ -61,6 +64,25 @@ async function cdp(url: string) {
   };
 }
 
+/**
+ * The Node flag that profiles a harness process into `dir` (put before its script). The directory
+ * is made writable by all: harness processes may run as harness users of their own.
+ */
+export function harnessProfileFlag(dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  chmodSync(dir, 0o777);
+  const url = pathToFileURL(path.join(import.meta.dirname, "harness-profile.ts"));
+  url.searchParams.set("dir", path.resolve(dir));
+  return `--import=${url.href}`;
+}
+
+/** The pieces harness processes wrote into `dir` (each is a profile of its own stretch). */
+export function readHarnessProfiles(dir: string): Profile[] {
+  return readdirSync(dir)
+    .filter((f) => f.startsWith("harness-") && f.endsWith(".cpuprofile"))
+    .map((f) => JSON.parse(readFileSync(path.join(dir, f), "utf8")) as Profile);
+}
+
 /** The newest `.cpuprofile` Node wrote into `dir` (the svc process's, once it exited). */
 export function readNodeProfiles(dir: string): Profile[] {
   return readdirSync(dir)
@@ -73,6 +95,14 @@ export function saveProfile(file: string, p: Profile): void {
   writeFileSync(file, JSON.stringify(p));
 }
 
+/**
+ * The most time one sample stands for, µs. A sample's weight is the time since the one before it;
+ * a process that idles without reporting it (Node does not mark its event loop's waits as idle)
+ * leaves a gap, which would all be charged to the first sample after it (seconds, for a harness
+ * that was idle). Both profilers here sample every 200–500 µs.
+ */
+const MAX_SAMPLE_US = 5_000;
+
 /** Top functions by self time, and self time per file, as text lines. */
 export function summarize(label: string, profiles: Profile[], top = 25): string {
   const selfUs = new Map<string, number>();
@@ -82,7 +112,7 @@ export function summarize(label: string, profiles: Profile[], top = 25): string 
     const byId = new Map(p.nodes.map((n) => [n.id, n]));
     for (let i = 0; i < p.samples.length; i++) {
       const n = byId.get(p.samples[i]!)!;
-      const dt = p.timeDeltas[i] ?? 0;
+      const dt = Math.min(p.timeDeltas[i] ?? 0, MAX_SAMPLE_US);
       const f = n.callFrame;
       if (f.functionName === "(idle)" || f.functionName === "(program)") continue;
       total += dt;

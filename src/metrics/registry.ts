@@ -59,7 +59,7 @@ class Registry {
     p.buckets[i]! += 1;
   }
 
-  /** Drops everything since the previous take (nowhere to send it), and starts a new window. */
+  /** Drops everything since the previous take (nowhere to send it); the next record opens a new window. */
   clear(): void {
     if (this.#points.size > 0) this.#points = new Map();
   }
