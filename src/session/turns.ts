@@ -20,6 +20,8 @@ import type { ErrorData, SessionState } from "./session-state.ts";
 const TERMINAL_RESERVE = 1024 * 1024;
 
 export type RunningInput = { event_id: string; text: string; traceparent: string | null; accepted_at: string };
+/** The `inputs` columns a RunningInput holds. */
+const RUNNING_COLUMNS = "event_id, text, traceparent, accepted_at";
 
 type Numbered = Extract<LinkUp, { seq: number }>;
 
@@ -48,7 +50,7 @@ export class Turns {
   /** Read once per change of `inputs`: every delta and runner message asks. */
   running(): RunningInput | undefined {
     return this.#s.memo("inputs", "running", () =>
-      this.#sql.exec<RunningInput>("SELECT event_id, text, traceparent, accepted_at FROM inputs WHERE state = 'running'").toArray()[0],
+      this.#sql.exec<RunningInput>(`SELECT ${RUNNING_COLUMNS} FROM inputs WHERE state = 'running'`).toArray()[0],
     );
   }
 
@@ -60,13 +62,11 @@ export class Turns {
   start(now: string): { input: RunningInput; events: LoggedEvent[] } | undefined {
     if (this.running()) return undefined;
     return this.#s.storage.transactionSync(() => {
-      const next = this.#sql
-        .exec<RunningInput & { seq: number }>("SELECT seq, event_id, text, traceparent, accepted_at FROM inputs WHERE state = 'queued' ORDER BY seq LIMIT 1")
-        .toArray()[0];
+      const next = this.#sql.exec<{ seq: number }>("SELECT seq FROM inputs WHERE state = 'queued' ORDER BY seq LIMIT 1").toArray()[0];
       if (!next) return undefined;
-      this.#sql.exec("UPDATE inputs SET state = 'running' WHERE seq = ?", next.seq);
-      const input: RunningInput = { event_id: next.event_id, text: next.text, traceparent: next.traceparent, accepted_at: next.accepted_at };
-      this.#s.remember("inputs", "running", input); // the row just read is the running one now
+      // The input comes back from the UPDATE itself, and is the running one from now on.
+      const input = this.#sql.exec<RunningInput>(`UPDATE inputs SET state = 'running' WHERE seq = ? RETURNING ${RUNNING_COLUMNS}`, next.seq).one();
+      this.#s.remember("inputs", "running", input);
       return { input, events: this.#s.setStatus(now, "running", input.event_id) };
     });
   }

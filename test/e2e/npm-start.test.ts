@@ -12,7 +12,7 @@ import path from "node:path";
 import { parseEnv } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { SvcClient, type SessionEvent } from "../../client/index.ts";
-import { commandOf, processTree, spawnLogged, type Logged } from "../helpers/process.ts";
+import { commandOf, processEnded, processTree, procStat, spawnLogged, type Logged } from "../helpers/process.ts";
 import { openSse } from "../helpers/sse.ts";
 import { ROOT } from "../helpers/stack.ts";
 
@@ -30,23 +30,8 @@ afterAll(async () => {
 function groupMembers(pgid: number): number[] {
   return readdirSync("/proc")
     .filter((d) => /^\d+$/.test(d))
-    .filter((d) => {
-      try {
-        return Number(readFileSync(`/proc/${d}/stat`, "utf8").split(") ").at(-1)!.split(" ")[2]) === pgid;
-      } catch {
-        return false; // gone meanwhile
-      }
-    })
-    .map(Number);
-}
-
-/** True once `pid` has exited: gone, or a zombie its adopter has not reaped yet. */
-function exited(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ").at(-1)!.startsWith("Z");
-  } catch {
-    return true;
-  }
+    .map(Number)
+    .filter((pid) => procStat(pid)?.pgrp === pgid); // a process gone meanwhile has no stat
 }
 
 describe("npm start", () => {
@@ -98,7 +83,7 @@ describe("npm start", () => {
     await demo.waitFor(/"msg":"stopped"/, 30_000, from);
     await demo.exited;
     // Exited means gone or a zombie: an orphan is reaped by whoever adopted it, in its own time.
-    expect(groupMembers(demo.child.pid!).filter((pid) => !exited(pid)).map(commandOf), "a process of the group outlived Ctrl-C").toEqual([]);
-    expect(tree.filter((pid) => !exited(pid)).map(commandOf), "processes that outlived Ctrl-C").toEqual([]);
+    expect(groupMembers(demo.child.pid!).filter((pid) => !processEnded(pid)).map(commandOf), "a process of the group outlived Ctrl-C").toEqual([]);
+    expect(tree.filter((pid) => !processEnded(pid)).map(commandOf), "processes that outlived Ctrl-C").toEqual([]);
   }, 180_000);
 });

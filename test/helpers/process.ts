@@ -78,3 +78,19 @@ export function commandOf(pid: number): string {
     return "";
   }
 }
+
+/** A process's state, parent and group, from /proc/<pid>/stat (its name may hold spaces); undefined once gone. */
+export function procStat(pid: number): { state: string; ppid: number; pgrp: number } | undefined {
+  try {
+    const rest = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ").at(-1)!.split(" ");
+    return { state: rest[0]!, ppid: Number(rest[1]), pgrp: Number(rest[2]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** True once `pid` has ended: gone from the process table, or a zombie not reaped yet. */
+export function processEnded(pid: number): boolean {
+  const s = procStat(pid);
+  return s === undefined || s.state === "Z";
+}

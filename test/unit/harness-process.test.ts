@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import { HarnessError, HarnessProcess } from "../../runner-host/harness/harness-process.ts";
 import { attachJsonlReader, type JsonObject } from "../../runner-host/harness/jsonl.ts";
 import { PooledProcess } from "../../runner-host/pooled-process.ts";
+import { procStat } from "../helpers/process.ts";
 import { commandHarness, OPENED, REFERENCE_HARNESS, REPO, rootDir, startHarness } from "./harness-helpers.ts";
 
 const READY = `process.stdout.write(JSON.stringify({type:"ready",protocol:1,engine:"fake",max_line_bytes:1024})+"\\n");`;
@@ -194,9 +195,7 @@ describe("HarnessProcess", () => {
 
   it("runs the reference harness in its own process group", async () => {
     const { hp } = await startHarness();
-    const stat = readFileSync(`/proc/${hp.pid}/stat`, "utf8");
-    const pgid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
-    expect(pgid).toBe(hp.pid);
+    expect(procStat(hp.pid)?.pgrp).toBe(hp.pid);
     expect(await hp.kill()).toMatchObject({ reason: "killed", signal: "SIGTERM" });
   });
 });

@@ -11,6 +11,7 @@ import { describe, expect, it } from "vitest";
 import { harnessIdentity } from "../../runner-host/harness/clean-spawn.ts";
 import { HarnessProcess } from "../../runner-host/harness/harness-process.ts";
 import { DEFAULT_HARNESS_UIDS, harnessUidRange, harnessUserProblem, HarnessUsers, privateDirOf, removeStaleHarnessDirs, sweepStaleHarnessDirs } from "../../runner-host/harness/harness-users.ts";
+import { processEnded } from "../helpers/process.ts";
 import { rootDir } from "./harness-helpers.ts";
 
 const me = process.getuid!();
@@ -87,10 +88,9 @@ describe("harness users", () => {
     expect(existsSync(`/proc/${orphan}`)).toBe(true);
     await hp.kill();
     // SIGKILL was sent as the harness exited; the kernel ends the process as it next runs.
-    const ended = () => !existsSync(`/proc/${orphan}/stat`) || readFileSync(`/proc/${orphan}/stat`, "utf8").split(") ")[1]![0] === "Z";
     const deadline = performance.now() + 5_000;
-    while (!ended() && performance.now() < deadline) await new Promise((r) => setImmediate(r));
-    expect(ended()).toBe(true);
+    while (!processEnded(orphan) && performance.now() < deadline) await new Promise((r) => setImmediate(r));
+    expect(processEnded(orphan)).toBe(true);
   });
 
   it.runIf(me === 0)("ends a child that keeps forking under new pids, and what the user left in /tmp, /var/tmp and /dev/shm goes too", async () => {

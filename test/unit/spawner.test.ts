@@ -5,28 +5,12 @@
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { wrappedCommand } from "../../runner-host/harness/clean-spawn.ts";
 import { Spawner, type SpawnedChild } from "../../runner-host/harness/spawner.ts";
 import { REPO } from "./harness-helpers.ts";
-
-/** The parent, group and state of a process, from /proc/<pid>/stat (the name may hold spaces). */
-function stat(pid: number): { ppid: number; pgrp: number; state: string } | undefined {
-  try {
-    const rest = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ").pop()!.split(" ");
-    return { state: rest[0]!, ppid: Number(rest[1]), pgrp: Number(rest[2]) };
-  } catch {
-    return undefined;
-  }
-}
-
-/** Ended: no longer in the process table, or a zombie waiting to be reaped. */
-function gone(pid: number): boolean {
-  const s = stat(pid);
-  return s === undefined || s.state === "Z";
-}
+import { processEnded as gone, procStat as stat } from "../helpers/process.ts";
 
 function collect(child: SpawnedChild): { out: () => string; err: () => string } {
   let out = "";
