@@ -20,9 +20,8 @@
  * wake. Memory holds when this instance last pushed, its pending timer and the TenantObject's stub.
  */
 import { log } from "../log.ts";
-import type { Session } from "../shared/api-schema.ts";
 import { RUNNING_WATCH_MS } from "./link-grace.ts";
-import { toSession, type SessionRow } from "./record.ts";
+import { sessionJson, type SessionRow } from "./record.ts";
 
 /** Retry delay for a tenant-index push that failed, ms. Only armed while the index is behind. */
 export const INDEX_RETRY_MS = 2_000;
@@ -42,9 +41,10 @@ export const INDEX_BACKSTOP_MS = RUNNING_WATCH_MS;
 
 /** What a push needs of the TenantObject (its stub fits). */
 export type TenantIndex = {
-  upsert(id: string, version: number, session: Session, tenant?: string): Promise<unknown>;
+  /** `body`: the Session as JSON text (record.ts `sessionJson`). */
+  upsert(id: string, version: number, body: string, tenant?: string): Promise<unknown>;
   /** The same, written with other sessions' pushes in one commit a moment later (TenantObject). */
-  gather(id: string, version: number, session: Session, tenant?: string): Promise<unknown>;
+  gather(id: string, version: number, body: string, tenant?: string): Promise<unknown>;
 };
 
 export type IndexPushParts = {
@@ -84,9 +84,9 @@ export class IndexPush {
     this.#lastPush = Date.now();
     try {
       const index = this.#tenantIndex(row.tenant);
-      const session = toSession(row);
+      const body = sessionJson(row);
       // Only an urgent push is written at once; any other shares the tenant's next commit.
-      await (urgent ? index.upsert(row.id, row.version, session, row.tenant) : index.gather(row.id, row.version, session, row.tenant));
+      await (urgent ? index.upsert(row.id, row.version, body, row.tenant) : index.gather(row.id, row.version, body, row.tenant));
       this.#state.markIndexed(row.version);
     } catch (e) {
       log("warn", "tenant index push failed", { session_id: row.id, error: String(e) });

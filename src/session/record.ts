@@ -40,6 +40,20 @@ export type NewSession = {
 
 export type EncryptedCredential = { alias: string; key_id: string; iv: string; ciphertext: string };
 
+/**
+ * `toSession(r)` as JSON text, what the tenant index stores (index-push.ts): spliced from the row's
+ * own JSON columns (each written by `JSON.stringify`) without parsing them, so a push does not
+ * parse the session's config and tools, hand the objects to the tenant's object, and have them
+ * serialized there again. Same members in the same order as `toSession`.
+ */
+export function sessionJson(r: SessionRow): string {
+  const q = JSON.stringify;
+  let s = `{"id":${q(r.id)},"harness":${q(r.harness)},"config":${r.config},"status":${q(r.status)},"created_at":${q(r.created_at)},"updated_at":${q(r.updated_at)},"descriptors":${r.descriptors}`;
+  if (r.checkpoint) s += `,"checkpoint":${r.checkpoint}`;
+  if (r.credential_bindings) s += `,"credential_bindings":${r.credential_bindings}`;
+  return `${s}}`;
+}
+
 export function toSession(r: SessionRow): Session {
   const s: Session = {
     id: r.id,

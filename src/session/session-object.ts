@@ -33,6 +33,7 @@ import { log } from "../log.ts";
 import { getRuntime, type Runtime } from "../runtime.ts";
 import { migrate } from "../storage/migrate.ts";
 import { SessionSync } from "../persistence/session-sync.ts";
+import { AlarmClock } from "./alarm-clock.ts";
 import { now } from "./clock.ts";
 import { IndexPush } from "./index-push.ts";
 import { LinkGrace } from "./link-grace.ts";
@@ -74,12 +75,14 @@ export class SessionObject extends DurableObject<Env> {
   readonly #work: Scheduler;
   readonly #runner: RunnerMessages;
   readonly #grace: LinkGrace<WebSocket>;
+  readonly #alarm: AlarmClock;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     migrate(ctx.storage, MIGRATIONS);
     ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair(PING, PONG));
-    const arm = (at: number) => this.#armAlarm(at);
+    const alarm = (this.#alarm = new AlarmClock(ctx.storage));
+    const arm = (at: number) => alarm.arm(at);
     const keepAlive = (p: Promise<unknown>) => ctx.waitUntil(p);
     const runtime = () => getRuntime(env);
     const state = (this.#state = new SessionState(ctx.storage));
@@ -346,20 +349,17 @@ export class SessionObject extends DurableObject<Env> {
     if (this.#link.isRunnerSocket(ws)) await this.#grace.closed(ws);
   }
 
-  async alarm(): Promise<void> {
-    await this.#grace.check();
-    await this.#work.schedule();
-    // The alarm is when a coalesced or failed push is due.
-    await this.#work.pushIndex(true);
-    await this.#sync.alarm();
+  alarm(): Promise<void> {
+    return this.#alarm.firing(async () => {
+      await this.#grace.check();
+      await this.#work.schedule();
+      // The alarm is when a coalesced or failed push is due.
+      await this.#work.pushIndex(true);
+      await this.#sync.alarm();
+    });
   }
 
   #requireOpenCall(call: string | undefined): void {
     if (call !== undefined && this.#turns.callEnded(call)) throw unauthorized("the inspection token's tool call has ended");
-  }
-
-  async #armAlarm(at: number): Promise<void> {
-    const current = await this.ctx.storage.getAlarm();
-    if (current === null || current > at) await this.ctx.storage.setAlarm(at);
   }
 }

@@ -11,8 +11,28 @@ export function fromBase64(s: string): Uint8Array<ArrayBuffer> {
   return Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
 }
 
+const URL_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/**
+ * Base64url without padding, straight from the bytes: every event's cursor is one (36 characters),
+ * and going through `btoa` and three replacements cost more than the MAC inside it.
+ */
 export function toBase64Url(bytes: Uint8Array): string {
-  return toBase64(bytes).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  const A = URL_ALPHABET;
+  let s = "";
+  let i = 0;
+  for (; i + 2 < bytes.length; i += 3) {
+    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8) | bytes[i + 2]!;
+    s += A[n >>> 18]! + A[(n >>> 12) & 63]! + A[(n >>> 6) & 63]! + A[n & 63]!;
+  }
+  if (i + 1 === bytes.length) {
+    const n = bytes[i]! << 16;
+    s += A[n >>> 18]! + A[(n >>> 12) & 63]!;
+  } else if (i + 2 === bytes.length) {
+    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8);
+    s += A[n >>> 18]! + A[(n >>> 12) & 63]! + A[(n >>> 6) & 63]!;
+  }
+  return s;
 }
 
 /** Base64url without padding; undefined for invalid input. */

@@ -58,10 +58,13 @@ export class TenantObject extends DurableObject<Env> {
   /** Settles once the gathered rows are written (undefined while nothing is gathered). */
   #written: Promise<void> | undefined;
 
-  /** Writes a session's summary now (a change its caller answers only once the list shows it). */
-  async upsert(id: string, version: number, session: Session, tenant?: string): Promise<void> {
+  /**
+   * Writes a session's summary now (a change its caller answers only once the list shows it).
+   * `body`: the Session as JSON text (src/session/record.ts `sessionJson`).
+   */
+  async upsert(id: string, version: number, body: string, tenant?: string): Promise<void> {
     this.#noteTenant(tenant);
-    this.#write(id, version, JSON.stringify(session));
+    this.#write(id, version, body);
     await this.#mirrorSoon();
   }
 
@@ -69,9 +72,9 @@ export class TenantObject extends DurableObject<Env> {
    * Writes a session's summary with the others gathered within GATHER_MS, in one commit (a push
    * nobody waits on but a list); resolves once that commit is durable.
    */
-  gather(id: string, version: number, session: Session, tenant?: string): Promise<void> {
+  gather(id: string, version: number, body: string, tenant?: string): Promise<void> {
     const held = this.#gathered.get(id);
-    if (!held || version > held.version) this.#gathered.set(id, { version, body: JSON.stringify(session), tenant });
+    if (!held || version > held.version) this.#gathered.set(id, { version, body, tenant });
     this.#written ??= new Promise<void>((resolve, reject) => {
       setTimeout(() => {
         const rows = [...this.#gathered];

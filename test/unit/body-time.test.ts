@@ -9,12 +9,20 @@ import { BODY_STALL_MS, BODY_TOTAL_MS, readBody } from "../../src/http/body.ts";
 beforeEach(() => vi.useFakeTimers());
 afterEach(() => vi.useRealTimers());
 
-/** A chunked request whose body sends one byte every `everyMs` and never ends. */
-function trickle(everyMs: number): Context {
+/**
+ * A chunked request whose body sends one byte every `everyMs` (`bytes` of them, then nothing) and
+ * never ends; or, with `end`, ends after them.
+ */
+function trickle(everyMs: number, bytes = Infinity, end = false): Context {
   let timer: ReturnType<typeof setInterval> | undefined;
+  let sent = 0;
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
-      timer = setInterval(() => controller.enqueue(new Uint8Array([0x20])), everyMs);
+      timer = setInterval(() => {
+        if (sent < bytes) return void (sent++, controller.enqueue(new Uint8Array([0x20])));
+        clearInterval(timer);
+        if (end) controller.close();
+      }, everyMs);
     },
     cancel: () => clearInterval(timer),
   });
@@ -39,6 +47,17 @@ describe("request body time", () => {
   it("a body that goes 15 s without a byte is refused at 15 s, not before", async () => {
     const r = await outcome(trickle(60_000), 30_000);
     expect(r).toEqual({ message: `request body stalled: no bytes for ${BODY_STALL_MS / 1000} s`, at: BODY_STALL_MS });
+  });
+
+  it("the 15 s run from the last byte: bytes for 10 s, then none, is refused at 25 s", async () => {
+    const r = await outcome(trickle(1_000, 10), 60_000);
+    expect(r).toEqual({ message: `request body stalled: no bytes for ${BODY_STALL_MS / 1000} s`, at: 10_000 + BODY_STALL_MS });
+  });
+
+  it("a body that ends after gaps under 15 s is read whole, and no timer of it is left behind", async () => {
+    const r = await outcome(trickle(14_000, 5, true), 200_000);
+    expect(r).toEqual({ message: "read", at: 6 * 14_000 });
+    expect(vi.getTimerCount()).toBe(0);
   });
 
   it("a byte every 14.5 s never stalls, and the body is refused at 120 s in all", async () => {

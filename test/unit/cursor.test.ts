@@ -53,6 +53,19 @@ describe("cursor codec", () => {
     for (const tail of ["A", "AA", "AAA", "AAAA"]) expect(decodeCursor(KEY, c + tail)).toBeUndefined();
   });
 
+  it("carries HMAC-SHA256 of its payload under the session's key, so cursors handed out before stay valid", () => {
+    const c = encodeCursor(KEY, { epoch: 1, seq: 5 });
+    const all = Buffer.from(c, "base64url");
+    expect(all.subarray(11).toString("hex")).toBe(createHmac("sha256", KEY).update(all.subarray(0, 11)).digest().subarray(0, 16).toString("hex"));
+  });
+
+  it("round-trips under more session keys than one isolate keeps set up, the first key again after them", () => {
+    const keys = Array.from({ length: 1100 }, (_, i) => `key-${i}-${"x".repeat(i % 80)}`);
+    for (const [i, k] of keys.entries()) expect(decodeCursor(k, encodeCursor(k, { epoch: 1, seq: i }))).toEqual({ epoch: 1, seq: i });
+    expect(decodeCursor(keys[0]!, encodeCursor(keys[1]!, { epoch: 1, seq: 0 }))).toBeUndefined();
+    expect(decodeCursor(keys[0]!, encodeCursor(keys[0]!, { epoch: 2, seq: 7 }))).toEqual({ epoch: 2, seq: 7 });
+  });
+
   it("fails under another session's key (a cursor from another session)", () => {
     const c = encodeCursor(KEY, { epoch: 1, seq: 5 });
     expect(decodeCursor(OTHER_KEY, c)).toBeUndefined();

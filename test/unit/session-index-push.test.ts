@@ -33,12 +33,12 @@ function rig(first: SessionRow | null = sessionRow({ version: 2, indexed_version
     arm: async (at) => void r.alarms.push(at),
     index: (tenant) => {
       r.stubsMade++;
-      const upsert = async (id: string, version: number, session: Session) => {
+      const upsert = async (id: string, version: number, body: string) => {
         if (r.hold) await r.hold;
         if (r.fail) throw r.fail;
-        r.upserts.push({ tenant, id, version, session });
+        r.upserts.push({ tenant, id, version, session: JSON.parse(body) as Session });
       };
-      return { upsert, gather: async (id, version, session) => (await upsert(id, version, session), r.gathered.push(version)) };
+      return { upsert, gather: async (id, version, body) => (await upsert(id, version, body), r.gathered.push(version)) };
     },
   });
   return r;

@@ -5,7 +5,7 @@
  * what a real one can still have in flight when the stop lands. And while a turn runs, the object
  * wakes on its own to look at its link (a restart of the service's process ends it silently).
  */
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Event } from "../../src/shared/api-schema.ts";
 import { RUNNING_WATCH_MS } from "../../src/session/link-grace.ts";
@@ -100,8 +100,10 @@ describe("while a turn runs, also one placed anew", () => {
     const { id, input, lease, control } = await attached();
     const first = await openedLink(id, lease);
     const stub = sessionStub(id);
-    // As if the watch's alarm had run out while the turn waited to be placed again.
+    // As if the watch's alarm had run out while the turn waited to be placed again (a new instance:
+    // the one running knows the alarm it set, and only its own alarm handler would tell it otherwise).
     await runInDurableObject(stub, (_, state) => state.storage.deleteAlarm());
+    await evictDurableObject(stub);
     first.send({ t: "detached", seq: 2, reason: "dropped to make room (limits.loaded)", yielded: true });
     const again = await control.next((m) => m.t === "attach" && m.session?.startsWith(id) === true && m.lease! > lease, "a new placement");
     const second = await openedLink(id, again.lease!);

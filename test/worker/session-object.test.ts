@@ -352,7 +352,7 @@ describe("tenant index (GET /sessions is served by the TenantObject)", () => {
     const index = env.TENANTS.getByName(tenant);
     const id = newId();
     const v = (status: Session["status"]) =>
-      ({ id, harness: "pi", config: { model: "openai/m", tools: [] }, status, created_at: TIME, updated_at: TIME, descriptors: [] }) satisfies Session;
+      JSON.stringify({ id, harness: "pi", config: { model: "openai/m", tools: [] }, status, created_at: TIME, updated_at: TIME, descriptors: [] } satisfies Session);
     await index.upsert(id, 3, v("closed"));
     await index.upsert(id, 2, v("idle"));
     await index.upsert(id, 3, v("running"));
@@ -363,7 +363,7 @@ describe("tenant index (GET /sessions is served by the TenantObject)", () => {
     const index = env.TENANTS.getByName(`idx-${newId()}`);
     const [a, b] = [newId(), newId()].sort();
     const v = (id: string, status: Session["status"]) =>
-      ({ id, harness: "pi", config: { model: "openai/m", tools: [] }, status, created_at: TIME, updated_at: TIME, descriptors: [] }) satisfies Session;
+      JSON.stringify({ id, harness: "pi", config: { model: "openai/m", tools: [] }, status, created_at: TIME, updated_at: TIME, descriptors: [] } satisfies Session);
     const seen = await runInDurableObject(index, async (o: TenantObject) => {
       const gathered = [o.gather(a!, 2, v(a!, "running")), o.gather(b!, 5, v(b!, "idle")), o.gather(a!, 4, v(a!, "idle")), o.gather(a!, 3, v(a!, "closed"))];
       const before = o.list("", 10);
