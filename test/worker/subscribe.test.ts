@@ -170,6 +170,33 @@ describe("subscribe socket: replay, then live", () => {
   });
 });
 
+describe("subscribe socket: streams joining and leaving a live session", () => {
+  it("pushes to a stream that went live after others had been pushed to, stops at one that closed, and goes on after hibernation", async () => {
+    const stub = await createdStub();
+    const a = await subscribe(stub, "");
+    a.more();
+    expect(await a.next("a's switch to live")).toEqual({ t: "replay", events: [], live: true });
+    const e1 = await send(stub, "one");
+    expect(await a.next("a's push of one")).toEqual({ t: "live", events: [e1] });
+    // A second stream joins once the object has been pushing to the first.
+    const b = await subscribe(stub, e1.cursor!);
+    b.more();
+    expect(await b.next("b's switch to live")).toEqual({ t: "replay", events: [], live: true });
+    const e2 = await send(stub, "two");
+    expect(await a.next("a's push of two")).toEqual({ t: "live", events: [e2] });
+    expect(await b.next("b's push of two")).toEqual({ t: "live", events: [e2] });
+    a.ws.close(1000);
+    await a.closed;
+    const e3 = await send(stub, "three");
+    expect(await b.next("b's push of three")).toEqual({ t: "live", events: [e3] });
+    await evictDurableObject(stub, { webSockets: "hibernate" });
+    ok(await stub.close());
+    const last = await b.next("b's push of the close");
+    expect(last.t === "live" && last.events.map((e) => e.type)).toContain("session.status");
+    expect(await b.next("b's end")).toEqual({ t: "end" });
+  });
+});
+
 describe("subscribe socket: refusals", () => {
   it("answers 409 cursor_unavailable for a fabricated cursor, an event id, or another session's cursor", async () => {
     const stub = await createdStub();
