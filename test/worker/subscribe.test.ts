@@ -71,6 +71,14 @@ async function nextReplay(s: Subscriber, what: string): Promise<Replay> {
   return m;
 }
 
+/** A stream on `stub` after `after` with nothing left to replay: it asks once and is live. */
+async function liveStream(stub: Stub, after = "", who = "the stream"): Promise<Subscriber> {
+  const s = await subscribe(stub, after);
+  s.more();
+  expect(await s.next(`${who}'s switch to live`)).toEqual({ t: "replay", events: [], live: true });
+  return s;
+}
+
 describe("subscribe socket: replay, then live", () => {
   it("replays retained events in batches of at most 100, pulled with more, then switches to live", async () => {
     const stub = await createdStub();
@@ -173,15 +181,11 @@ describe("subscribe socket: replay, then live", () => {
 describe("subscribe socket: streams joining and leaving a live session", () => {
   it("pushes to a stream that went live after others had been pushed to, stops at one that closed, and goes on after hibernation", async () => {
     const stub = await createdStub();
-    const a = await subscribe(stub, "");
-    a.more();
-    expect(await a.next("a's switch to live")).toEqual({ t: "replay", events: [], live: true });
+    const a = await liveStream(stub, "", "a");
     const e1 = await send(stub, "one");
     expect(await a.next("a's push of one")).toEqual({ t: "live", events: [e1] });
     // A second stream joins once the object has been pushing to the first.
-    const b = await subscribe(stub, e1.cursor!);
-    b.more();
-    expect(await b.next("b's switch to live")).toEqual({ t: "replay", events: [], live: true });
+    const b = await liveStream(stub, e1.cursor!, "b");
     const e2 = await send(stub, "two");
     expect(await a.next("a's push of two")).toEqual({ t: "live", events: [e2] });
     expect(await b.next("b's push of two")).toEqual({ t: "live", events: [e2] });
@@ -293,9 +297,7 @@ describe("subscribe socket: closed sessions", () => {
 describe("subscribe socket: shutdown", () => {
   it("answers the relay's end with end after everything it already sent, and closes", async () => {
     const stub = await createdStub();
-    const s = await subscribe(stub, "");
-    s.more();
-    expect(await s.next("the switch to live")).toEqual({ t: "replay", events: [], live: true });
+    const s = await liveStream(stub);
     const e = await send(stub, "the last one");
     s.ws.send("end");
     expect(await s.next("the live push")).toEqual({ t: "live", events: [e] });
@@ -307,9 +309,7 @@ describe("subscribe socket: shutdown", () => {
 describe("subscribe socket: hibernation", () => {
   it("keeps a live socket usable across hibernation: a later append is still delivered live", async () => {
     const stub = await createdStub();
-    const s = await subscribe(stub, "");
-    s.more();
-    expect(await s.next("the switch to live")).toEqual({ t: "replay", events: [], live: true });
+    const s = await liveStream(stub);
     await evictDurableObject(stub, { webSockets: "hibernate" });
     expect(s.ws.readyState).toBe(WebSocket.OPEN);
     const e = await send(stub, "after hibernation");
@@ -323,9 +323,7 @@ describe("subscribe socket: hibernation", () => {
 
   it("ends a hibernated live stream when the session closes", async () => {
     const stub = await createdStub();
-    const s = await subscribe(stub, "");
-    s.more();
-    expect(await s.next("the switch to live")).toEqual({ t: "replay", events: [], live: true });
+    const s = await liveStream(stub);
     await evictDurableObject(stub, { webSockets: "hibernate" });
     ok(await stub.close());
     const live = await s.next("the final event");
