@@ -1,9 +1,12 @@
 /**
  * Collections when the reference harness goes idle (no turn running in any of its sessions).
  *
- * 1. A young-generation collection at once, so the scavenge a turn calls for lands between turns
- *    instead of inside the next one, often between its `run` and its first delta
- *    (bench/RESULTS.md "First output, round 5").
+ * 1. A young-generation collection at once when less than `YOUNG_ROOM_SHARE` of a semi-space is
+ *    left, so the scavenge a turn calls for lands between turns instead of inside the next one,
+ *    often between its `run` and its first delta (bench/RESULTS.md "First output, round 5"). With
+ *    more room left the next short turn fits in it, and a collection now would be a scavenge paid
+ *    at every turn's end (~0.2–0.3 ms) for nothing, at the moment the turn's last output is on its
+ *    way to the client (bench/RESULTS.md "Eighteenth session").
  * 2. A trim once the process stays quiet. V8 grows the young generation while the process is
  *    busy (the provider libraries allocate ~9 KiB per streamed delta) and never gives that memory
  *    back by itself. A trim is V8's memory-reducing "last resort" collection (two or more full
@@ -35,14 +38,20 @@ export const TRIM_QUIET_MS = 1_000;
 export const TRIM_IDLE_MS = 60_000;
 /** CPU since the last trim, in multiples of that trim's own CPU, that a quick trim needs. */
 export const TRIM_WORK_FACTOR = 16;
+/** Share of one semi-space (half the young generation) that must still be free at an idle turn
+ * end to skip its collection: a short turn allocates ~0.7–1 MiB (a 20-delta reply on a 250-turn
+ * history) and a grown semi-space is 8–16 MiB, so half of one holds several turns; a turn that
+ * allocates more scavenges mid-turn whatever was done before it. */
+export const YOUNG_ROOM_SHARE = 0.5;
 
 type Collect = (options: { type: "minor" | "major" } | { type: "major"; flavor: "last-resort" }) => void;
 
-/** Seams for tests: the collector, the young generation's size in bytes, the process's CPU in ms,
- * and the two quiet times. */
+/** Seams for tests: the collector, the young generation's size and the room left in its current
+ * semi-space in bytes, the process's CPU in ms, and the two quiet times. */
 export type IdleSeams = {
   gc?: Collect;
   youngBytes?: () => number;
+  youngRoom?: () => number;
   cpuMs?: () => number;
   quietMs?: number;
   idleMs?: number;
@@ -53,6 +62,7 @@ export function idleCollector(busy: () => boolean, seams: IdleSeams = {}): () =>
   const gc = "gc" in seams ? seams.gc : exposedGc();
   if (!gc) return () => {};
   const youngBytes = seams.youngBytes ?? newSpaceBytes;
+  const youngRoom = seams.youngRoom ?? newSpaceRoom;
   const cpuMs = seams.cpuMs ?? processCpuMs;
   const quietMs = seams.quietMs ?? TRIM_QUIET_MS;
   const idleMs = seams.idleMs ?? TRIM_IDLE_MS;
@@ -79,7 +89,8 @@ export function idleCollector(busy: () => boolean, seams: IdleSeams = {}): () =>
     setImmediate(() => {
       scheduled = false;
       if (busy()) return;
-      gc({ type: "minor" });
+      // The young generation is two semi-spaces; allocation fills one of them.
+      if (youngRoom() < (youngBytes() / 2) * YOUNG_ROOM_SHARE) gc({ type: "minor" });
       const paidFor = cpuMs() - cpuAtTrim >= TRIM_WORK_FACTOR * trimCostMs;
       clearTimeout(quiet);
       quiet = setTimeout(trim, paidFor ? quietMs : idleMs);
@@ -88,8 +99,16 @@ export function idleCollector(busy: () => boolean, seams: IdleSeams = {}): () =>
   };
 }
 
+function newSpace() {
+  return getHeapSpaceStatistics().find((s) => s.space_name === "new_space");
+}
+
 function newSpaceBytes(): number {
-  return getHeapSpaceStatistics().find((s) => s.space_name === "new_space")?.space_size ?? 0;
+  return newSpace()?.space_size ?? 0;
+}
+
+function newSpaceRoom(): number {
+  return newSpace()?.space_available_size ?? 0;
 }
 
 function processCpuMs(): number {

@@ -1,9 +1,9 @@
 /**
  * The reference harness collects its young generation when it goes idle (no turn running in any
- * session), so the scavenge a turn calls for lands between turns instead of inside the next one,
- * and trims a grown young generation once it stays quiet, so an idle process gives back what a
- * busy stretch took. Both need `gc`, which Node exposes under `--expose-gc` (in the reference
- * harness command).
+ * session) with less than half of a semi-space free, so the scavenge a turn calls for lands between
+ * turns instead of inside the next one, and trims a grown young generation once it stays quiet, so
+ * an idle process gives back what a busy stretch took. Both need `gc`, which Node exposes under
+ * `--expose-gc` (in the reference harness command).
  */
 import { execFileSync } from "node:child_process";
 import { setImmediate as nextLoopTurn } from "node:timers/promises";
@@ -20,7 +20,7 @@ function fakeGc() {
 describe("reference harness idle collection", () => {
   it("collects once per loop turn after a turn ends with nothing running", async () => {
     const { calls, gc } = fakeGc();
-    const turnEnded = idleCollector(() => false, { gc, youngBytes: () => 0 });
+    const turnEnded = idleCollector(() => false, { gc, youngBytes: () => 2, youngRoom: () => 0 });
     turnEnded();
     turnEnded(); // two sessions ending in one loop turn: one collection
     expect(calls).toEqual([]); // not before the turn's end is written (the output batch's setImmediate)
@@ -34,7 +34,7 @@ describe("reference harness idle collection", () => {
   it("does not collect while another turn is running", async () => {
     const { calls, gc } = fakeGc();
     let running = true;
-    const turnEnded = idleCollector(() => running, { gc, youngBytes: () => 0 });
+    const turnEnded = idleCollector(() => running, { gc, youngBytes: () => 2, youngRoom: () => 0 });
     turnEnded();
     await nextLoopTurn();
     expect(calls).toEqual([]);
@@ -42,6 +42,20 @@ describe("reference harness idle collection", () => {
     turnEnded();
     await nextLoopTurn();
     expect(calls).toHaveLength(1);
+  });
+
+  it("leaves a young generation alone while over half of its semi-space is free for the next turn", async () => {
+    const { calls, gc } = fakeGc();
+    const semi = 8 << 20;
+    let room = semi / 2 + 1;
+    const turnEnded = idleCollector(() => false, { gc, youngBytes: () => 2 * semi, youngRoom: () => room });
+    turnEnded();
+    await nextLoopTurn();
+    expect(calls).toEqual([]);
+    room = semi / 2 - 1;
+    turnEnded();
+    await nextLoopTurn();
+    expect(calls).toEqual([{ type: "minor" }]);
   });
 
   it("does nothing without --expose-gc", async () => {
@@ -76,7 +90,7 @@ describe("reference harness idle collection", () => {
         state.cpu += TRIM_COST;
         state.young = 1;
       };
-      const turnEnded = idleCollector(busy, { gc, youngBytes: () => state.young, cpuMs: () => state.cpu, quietMs: QUIET, idleMs: IDLE });
+      const turnEnded = idleCollector(busy, { gc, youngBytes: () => state.young, youngRoom: () => 0, cpuMs: () => state.cpu, quietMs: QUIET, idleMs: IDLE });
       /** A turn that did `work` ms of CPU and grew the young generation, ended with nothing running. */
       const turn = (work: number) => {
         state.cpu += work;
@@ -176,8 +190,10 @@ describe("reference harness idle collection", () => {
     // Counts the minor collections from the collector's call on; a sentinel collection made after
     // it has run (a later setImmediate) ends the count: entries arrive in order, so every earlier
     // one has been seen when the sentinel's is.
-    const script = (busy: boolean) => `
+    const script = (busy: boolean, fill: boolean) => `
       const { PerformanceObserver, constants, performance } = await import("node:perf_hooks");
+      const { getHeapSpaceStatistics } = await import("node:v8");
+      const young = () => getHeapSpaceStatistics().find((s) => s.space_name === "new_space");
       const { idleCollector } = await import(${JSON.stringify(module)});
       let from = Infinity, sentinel = Infinity, minor = 0;
       const obs = new PerformanceObserver((l) => {
@@ -191,17 +207,23 @@ describe("reference harness idle collection", () => {
       // The entries are delivered on a later wake-up of the event loop, which nothing else here
       // causes before V8's own 8 s timer: a 10 ms tick keeps the wait short.
       const alive = setInterval(() => {}, 10);
-      gc({ type: "minor" }); // start from an empty young generation; counted from here on
-      from = performance.now();
+      gc({ type: "minor" }); // start from an empty young generation
+      // A turn's worth of allocation that leaves less than half of the semi-space free (a
+      // scavenge V8 makes on its own meanwhile empties it, and the filling goes on).
+      let kept = [];
+      while (${fill} && young().space_available_size >= young().space_size / 4) for (let i = 0; i < 1000; i++) kept.push({ i });
+      kept = null;
+      from = performance.now(); // counted from here on
       idleCollector(() => ${busy})();
       setImmediate(() => setImmediate(() => { sentinel = performance.now(); gc({ type: "minor" }); }));
     `;
-    const run = (busy: boolean) => {
-      const out = execFileSync(process.execPath, [...flags, "--input-type=module", "-e", script(busy)], { encoding: "utf8", timeout: 10_000 });
+    const run = (busy: boolean, fill = true) => {
+      const out = execFileSync(process.execPath, [...flags, "--input-type=module", "-e", script(busy, fill)], { encoding: "utf8", timeout: 10_000 });
       expect(out).toMatch(/^\d+$/);
       return Number(out);
     };
     expect(run(false)).toBe(1);
     expect(run(true)).toBe(0); // a turn still running: left to V8
+    expect(run(false, false)).toBe(0); // room for the next turn: nothing to collect yet
   });
 });
