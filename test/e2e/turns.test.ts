@@ -89,9 +89,12 @@ describe("turns", () => {
 
   it("queued messages run in order, with one running status and one idle at the end", async () => {
     const s = await session({ instructions: "You are terse." });
-    const a = await say(s, "first [[delay 5]]");
+    // The first turn is held at the provider until the other two are queued behind it.
+    const a = await say(s, "first [[hold queued-in-order]]");
+    await reached("queued-in-order");
     const b = await say(s, "second");
     const c = await say(s, "third");
+    provider.release("queued-in-order");
     await status(s, "idle", c.id);
     const msgs = s.sse.frames.filter((f) => f.event === "assistant.message").map((f) => [f.json.input_id, f.json.data.text]);
     expect(msgs).toEqual([[a.id, "echo: first"], [b.id, "echo: second"], [c.id, "echo: third"]]);
