@@ -5,8 +5,9 @@
  *    left, so the scavenge a turn calls for lands between turns instead of inside the next one,
  *    often between its `run` and its first delta (bench/RESULTS.md "First output, round 5"). With
  *    more room left the next short turn fits in it, and a collection now would be a scavenge paid
- *    at every turn's end (~0.2–0.3 ms) for nothing, at the moment the turn's last output is on its
- *    way to the client (bench/RESULTS.md "Eighteenth session").
+ *    at every turn's end for nothing (with what it promoted, ~0.5 ms of CPU per serial turn), at
+ *    the moment the turn's last output is on its way to the client (bench/RESULTS.md "Eighteenth
+ *    session").
  * 2. A trim once the process stays quiet. V8 grows the young generation while the process is
  *    busy (the provider libraries allocate ~9 KiB per streamed delta) and never gives that memory
  *    back by itself. A trim is V8's memory-reducing "last resort" collection (two or more full
