@@ -47,12 +47,14 @@ export const YOUNG_ROOM_SHARE = 0.5;
 
 type Collect = (options: { type: "minor" | "major" } | { type: "major"; flavor: "last-resort" }) => void;
 
-/** Seams for tests: the collector, the young generation's size and the room left in its current
- * semi-space in bytes, the process's CPU in ms, and the two quiet times. */
+/** The young generation in bytes: its size (two semi-spaces) and the room left in the current one. */
+export type YoungSpace = { size: number; room: number };
+
+/** Seams for tests: the collector, the young generation, the process's CPU in ms, and the two
+ * quiet times. */
 export type IdleSeams = {
   gc?: Collect;
-  youngBytes?: () => number;
-  youngRoom?: () => number;
+  young?: () => YoungSpace;
   cpuMs?: () => number;
   quietMs?: number;
   idleMs?: number;
@@ -62,17 +64,16 @@ export type IdleSeams = {
 export function idleCollector(busy: () => boolean, seams: IdleSeams = {}): () => void {
   const gc = "gc" in seams ? seams.gc : exposedGc();
   if (!gc) return () => {};
-  const youngBytes = seams.youngBytes ?? newSpaceBytes;
-  const youngRoom = seams.youngRoom ?? newSpaceRoom;
+  const young = seams.young ?? newSpace;
   const cpuMs = seams.cpuMs ?? processCpuMs;
   const quietMs = seams.quietMs ?? TRIM_QUIET_MS;
   const idleMs = seams.idleMs ?? TRIM_IDLE_MS;
-  const startBytes = youngBytes();
+  const startBytes = young().size;
   let trimCostMs = 0;
   let cpuAtTrim = cpuMs();
   let quiet: NodeJS.Timeout | undefined;
   const trim = () => {
-    if (busy() || youngBytes() <= startBytes) return;
+    if (busy() || young().size <= startBytes) return;
     const before = cpuMs();
     gc({ type: "major", flavor: "last-resort" });
     // That collection leaves the old generation's limit tight, as for a process meant to shrink,
@@ -90,8 +91,9 @@ export function idleCollector(busy: () => boolean, seams: IdleSeams = {}): () =>
     setImmediate(() => {
       scheduled = false;
       if (busy()) return;
-      // The young generation is two semi-spaces; allocation fills one of them.
-      if (youngRoom() < (youngBytes() / 2) * YOUNG_ROOM_SHARE) gc({ type: "minor" });
+      // Allocation fills one of the two semi-spaces at a time. One read of the heap's spaces.
+      const { size, room } = young();
+      if (room < (size / 2) * YOUNG_ROOM_SHARE) gc({ type: "minor" });
       const paidFor = cpuMs() - cpuAtTrim >= TRIM_WORK_FACTOR * trimCostMs;
       clearTimeout(quiet);
       quiet = setTimeout(trim, paidFor ? quietMs : idleMs);
@@ -100,16 +102,9 @@ export function idleCollector(busy: () => boolean, seams: IdleSeams = {}): () =>
   };
 }
 
-function newSpace() {
-  return getHeapSpaceStatistics().find((s) => s.space_name === "new_space");
-}
-
-function newSpaceBytes(): number {
-  return newSpace()?.space_size ?? 0;
-}
-
-function newSpaceRoom(): number {
-  return newSpace()?.space_available_size ?? 0;
+function newSpace(): YoungSpace {
+  const s = getHeapSpaceStatistics().find((x) => x.space_name === "new_space");
+  return { size: s?.space_size ?? 0, room: s?.space_available_size ?? 0 };
 }
 
 function processCpuMs(): number {

@@ -20,7 +20,7 @@ function fakeGc() {
 describe("reference harness idle collection", () => {
   it("collects once per loop turn after a turn ends with nothing running", async () => {
     const { calls, gc } = fakeGc();
-    const turnEnded = idleCollector(() => false, { gc, youngBytes: () => 2, youngRoom: () => 0 });
+    const turnEnded = idleCollector(() => false, { gc, young: () => ({ size: 2, room: 0 }) });
     turnEnded();
     turnEnded(); // two sessions ending in one loop turn: one collection
     expect(calls).toEqual([]); // not before the turn's end is written (the output batch's setImmediate)
@@ -34,7 +34,7 @@ describe("reference harness idle collection", () => {
   it("does not collect while another turn is running", async () => {
     const { calls, gc } = fakeGc();
     let running = true;
-    const turnEnded = idleCollector(() => running, { gc, youngBytes: () => 2, youngRoom: () => 0 });
+    const turnEnded = idleCollector(() => running, { gc, young: () => ({ size: 2, room: 0 }) });
     turnEnded();
     await nextLoopTurn();
     expect(calls).toEqual([]);
@@ -48,7 +48,7 @@ describe("reference harness idle collection", () => {
     const { calls, gc } = fakeGc();
     const semi = 8 << 20;
     let room = semi / 2 + 1;
-    const turnEnded = idleCollector(() => false, { gc, youngBytes: () => 2 * semi, youngRoom: () => room });
+    const turnEnded = idleCollector(() => false, { gc, young: () => ({ size: 2 * semi, room }) });
     turnEnded();
     await nextLoopTurn();
     expect(calls).toEqual([]);
@@ -90,7 +90,7 @@ describe("reference harness idle collection", () => {
         state.cpu += TRIM_COST;
         state.young = 1;
       };
-      const turnEnded = idleCollector(busy, { gc, youngBytes: () => state.young, youngRoom: () => 0, cpuMs: () => state.cpu, quietMs: QUIET, idleMs: IDLE });
+      const turnEnded = idleCollector(busy, { gc, young: () => ({ size: state.young, room: 0 }), cpuMs: () => state.cpu, quietMs: QUIET, idleMs: IDLE });
       /** A turn that did `work` ms of CPU and grew the young generation, ended with nothing running. */
       const turn = (work: number) => {
         state.cpu += work;
