@@ -1,6 +1,24 @@
-/** Every e2e test fails when a response or SSE frame it received broke the OpenAPI contract. */
-import { afterEach, expect } from "vitest";
+/**
+ * Every e2e test fails when a response or SSE frame it received broke the OpenAPI contract, and a
+ * failed test prints what its stacks logged while it ran (JSON lines, no bodies): a failure seen
+ * only in CI can then be read from CI's output.
+ */
+import { afterEach, beforeEach, expect } from "vitest";
 import { violations } from "../helpers/contract.ts";
+import { runningStacks } from "../helpers/stack.ts";
+
+/** The most of a stack's log a failure prints, characters: the last minutes of a busy stack. */
+const FAILURE_LOG_CHARS = 200_000;
+
+beforeEach(({ onTestFailed }) => {
+  const marks = new Map([...runningStacks].map((s) => [s, s.mark()]));
+  onTestFailed(() => {
+    for (const s of runningStacks) {
+      const log = s.stderr().slice(Math.max(marks.get(s) ?? 0, s.mark() - FAILURE_LOG_CHARS));
+      process.stderr.write(`--- the log of the stack at ${s.url} during the failed test ---\n${log}\n--- end of its log ---\n`);
+    }
+  });
+});
 
 afterEach(() => {
   const seen = violations.splice(0);

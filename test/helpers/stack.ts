@@ -14,6 +14,9 @@ import { commandOf, processTree } from "./process.ts";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
+/** Stacks of this test file still running: a failed test prints their logs (test/e2e/setup.ts). */
+export const runningStacks = new Set<Stack>();
+
 export type Stack = {
   url: string;
   dir: string;
@@ -71,6 +74,8 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once("exit", (code, signal) => resolve({ code, signal })),
   );
+  let stack: Stack | undefined;
+  void exited.then(() => stack && runningStacks.delete(stack));
 
   const waitForLog = (re: RegExp, ms = timeoutMs, from = 0) =>
     new Promise<string>((resolve, reject) => {
@@ -94,7 +99,7 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
   });
   if (o.runner !== false) await waitForLog(/"msg":"runner-host connected"/);
 
-  return {
+  stack = {
     url,
     dir,
     child,
@@ -121,6 +126,8 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
       return { ...r, ms: performance.now() - t0 };
     },
   };
+  if (child.exitCode === null && child.signalCode === null) runningStacks.add(stack);
+  return stack;
 }
 
 /** A secret of the right length for token variables. */
