@@ -18,6 +18,8 @@ export type Env = Omit<Cloudflare.Env, "PERSISTENCE"> & {
   PERSISTENCE?: R2Bucket;
   /** Persistence `filesystem`: the local stack's file service (runner-host/cli/persistence-fs.ts). */
   PERSISTENCE_FS?: Fetcher;
+  /** The local stack's disks: whether they have room for new work (runner-host/cli/disk-room.ts). */
+  LOCAL_DISK?: Fetcher;
 } & Record<string, unknown>;
 
 /** Secrets and other variables named by the host config, as a plain string map. */

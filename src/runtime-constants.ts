@@ -9,6 +9,9 @@ export const DEFAULT_RUNNER_SECRET_VAR = "SVC_RUNNER_SECRET";
  */
 export const DRAIN_PATH = "/internal/drain";
 
+/** The local stack's LOCAL_DISK service binding: `{"ok": boolean}`, whether its disks have room for new work. */
+export const LOCAL_DISK_ROOM_URL = "http://local-disk/room";
+
 /** Where the local stack's shutdown ends the Worker's open event streams (runner secret). */
 export const END_STREAMS_PATH = "/internal/streams/end";
 

@@ -15,6 +15,7 @@ import { reloadEnvFileBeside, resolveDataDir } from "./config-file.ts";
 import { log, relayLine, type LogFields } from "../log.ts";
 import { CUT_REASON } from "../../src/sse/stream-rules.ts";
 import { persistenceFsHandler } from "./persistence-fs.ts";
+import { diskRoomHandler, minFreeFrom } from "./disk-room.ts";
 import { RunnerHost } from "../runner-host.ts";
 import { persistedRunnerId } from "./runner-id.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
@@ -48,6 +49,8 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
   const env = o.env ?? process.env;
   const t0 = performance.now();
   const dataDir = resolveDataDir(o.config);
+  const minFree = minFreeFrom(env);
+  if (!minFree.ok) throw new StartRefused(minFree.problem);
   const unusable = dataDirProblem(dataDir) ?? storeDirProblem(o.config) ?? (o.runner === false ? null : harnessUserProblem(env));
   if (unusable !== null) throw new StartRefused(unusable);
   const uncreatable = makePrivateDataDir(dataDir);
@@ -59,14 +62,14 @@ export async function launchLocalStack(o: LocalStackOptions): Promise<LocalStack
     throw new StartRefused(`data_dir ${dataDir} is in use by another svc process (pid ${lock.holder.pid} on ${lock.holder.host}): give each stack its own data_dir`);
   }
   try {
-    return await launchOn(o, env, dataDir, t0, lock.release);
+    return await launchOn(o, env, dataDir, minFree.bytes, t0, lock.release);
   } catch (e) {
     lock.release();
     throw e;
   }
 }
 
-async function launchOn(o: LocalStackOptions, env: NodeJS.ProcessEnv, dataDir: string, t0: number, unlock: () => void): Promise<LocalStack> {
+async function launchOn(o: LocalStackOptions, env: NodeJS.ProcessEnv, dataDir: string, minFree: number, t0: number, unlock: () => void): Promise<LocalStack> {
   const secretVar = o.config.runners?.token_env ?? DEFAULT_RUNNER_SECRET_VAR;
   const secret = o.config.runners ? env[secretVar]! : localRunnerSecret(dataDir);
   if (!o.config.runners && o.runner === false) {
@@ -95,7 +98,7 @@ async function launchOn(o: LocalStackOptions, env: NodeJS.ProcessEnv, dataDir: s
         Object.entries(DURABLE_OBJECTS).map(([binding, className]) => [binding, { className, useSQLite: true }]),
       ),
       bindings,
-      ...persistenceBindings(o.config),
+      ...serviceBindings(o.config, dataDir, minFree),
       cf: false,
       // Miniflare's request log: a formatted line POSTed back to this process for every request
       // (and ignored: logs are our own JSON lines). It cost ~10% of workerd's CPU under load.
@@ -302,13 +305,17 @@ function localRunnerSecret(dataDir: string): string {
 }
 
 /**
- * Persistence in the local stack: `r2` gets a workerd R2 bucket bound as PERSISTENCE (kept under
+ * Node services the Worker calls: LOCAL_DISK, the room on this stack's disks that readiness needs
+ * (./disk-room.ts), and persistence: `r2` gets a workerd R2 bucket bound as PERSISTENCE (kept under
  * `data_dir`, like the objects), `filesystem` the PERSISTENCE_FS service this process serves.
  * `s3` and `gcs` talk to their endpoints from the Worker itself.
  */
-function persistenceBindings(config: HostConfig): Record<string, unknown> {
+function serviceBindings(config: HostConfig, dataDir: string, minFree: number): Record<string, unknown> {
   const p = config.persistence;
-  if (p?.provider === "r2") return { r2Buckets: { PERSISTENCE: p.bucket! } };
-  if (p?.provider === "filesystem") return { serviceBindings: { PERSISTENCE_FS: persistenceFsHandler(p.directory!) } };
-  return {};
+  const fsDir = p?.provider === "filesystem" ? path.resolve(p.directory!) : undefined;
+  const disk = diskRoomHandler(fsDir === undefined ? [dataDir] : [dataDir, fsDir], minFree, log);
+  return {
+    serviceBindings: { LOCAL_DISK: disk, ...(fsDir !== undefined ? { PERSISTENCE_FS: persistenceFsHandler(fsDir) } : {}) },
+    ...(p?.provider === "r2" ? { r2Buckets: { PERSISTENCE: p.bucket! } } : {}),
+  };
 }

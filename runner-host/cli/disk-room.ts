@@ -1,0 +1,68 @@
+/**
+ * Readiness in the local stack needs room on its disks (docs/api.md "Shutdown and readiness"): with
+ * `data_dir` (the objects' SQLite files) or a `filesystem` persistence directory full, new work
+ * would fail with `500`, so readiness turns `503` first. The Worker asks through the LOCAL_DISK
+ * service binding on each readiness probe (src/routes/health.ts); this process answers with one
+ * `statfs` per directory. No timer: an idle stack does no work for it. A deployed Worker has no
+ * such binding (its storage is Cloudflare's, not a disk of ours).
+ *
+ * Lifecycle: the handler remembers which directories were short of room at the last probe, so a
+ * warning is logged once when one runs short and a line when it has room again, not per probe.
+ */
+import { statfs } from "node:fs/promises";
+import { LOCAL_DISK_ROOM_URL } from "../../src/runtime-constants.ts";
+import type { Logger } from "../log.ts";
+
+export const MIN_FREE_VAR = "SVC_MIN_FREE_BYTES";
+/**
+ * Free bytes a directory needs for readiness, by default: room for a few turns' largest records
+ * (4 MiB each), SQLite's journal beside them and the logs. `SVC_MIN_FREE_BYTES` sets it; 0 turns
+ * the check off.
+ */
+export const DEFAULT_MIN_FREE_BYTES = 64 * 1024 * 1024;
+
+/** Bytes an unprivileged writer may still use in the file system holding `dir`. */
+export async function freeBytes(dir: string): Promise<number> {
+  const s = await statfs(dir);
+  return s.bavail * s.bsize;
+}
+
+/** `SVC_MIN_FREE_BYTES` read from `env`: the threshold, or a sentence saying what is wrong with it. */
+export function minFreeFrom(env: NodeJS.ProcessEnv): { ok: true; bytes: number } | { ok: false; problem: string } {
+  const raw = env[MIN_FREE_VAR];
+  if (raw === undefined || raw === "") return { ok: true, bytes: DEFAULT_MIN_FREE_BYTES };
+  if (!/^\d{1,16}$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
+    return { ok: false, problem: `${MIN_FREE_VAR} must be a whole number of bytes (0 turns the disk check off), not ${JSON.stringify(raw.slice(0, 40))}` };
+  }
+  return { ok: true, bytes: Number(raw) };
+}
+
+/**
+ * The LOCAL_DISK service: `LOCAL_DISK_ROOM_URL` answers `{"ok": true}` while every directory has at least
+ * `minFree` bytes free, else `{"ok": false}`. A directory that cannot be read counts as short.
+ */
+export function diskRoomHandler(
+  dirs: readonly string[],
+  minFree: number,
+  log: Logger,
+  free: (dir: string) => Promise<number> = freeBytes,
+): (request: Request) => Promise<Response> {
+  const short = new Set<string>();
+  return async (request) => {
+    if (new URL(request.url).pathname !== new URL(LOCAL_DISK_ROOM_URL).pathname) return new Response("no such route", { status: 404 });
+    let ok = true;
+    for (const dir of dirs) {
+      const bytes = minFree === 0 ? Infinity : await free(dir).catch(() => -1);
+      if (bytes >= minFree) {
+        if (short.delete(dir)) log("info", "disk has room again: readiness no longer held back", { dir, free_bytes: bytes });
+        continue;
+      }
+      ok = false;
+      if (!short.has(dir)) {
+        short.add(dir);
+        log("warn", "disk short of room: readiness answers 503 until it is freed", { dir, free_bytes: bytes, min_free_bytes: minFree });
+      }
+    }
+    return Response.json({ ok });
+  };
+}
