@@ -10,6 +10,7 @@
  * warning is logged once when one runs short and a line when it has room again, not per probe.
  */
 import { statfs } from "node:fs/promises";
+import path from "node:path";
 import { LOCAL_DISK_ROOM_URL } from "../../src/runtime-constants.ts";
 import type { Logger } from "../log.ts";
 
@@ -21,10 +22,20 @@ export const MIN_FREE_VAR = "SVC_MIN_FREE_BYTES";
  */
 export const DEFAULT_MIN_FREE_BYTES = 64 * 1024 * 1024;
 
-/** Bytes an unprivileged writer may still use in the file system holding `dir`. */
+/**
+ * Bytes an unprivileged writer may still use in the file system holding `dir`. A directory not
+ * made yet (a `filesystem` store before its first upload) counts the disk of its nearest existing
+ * parent, where it will be made.
+ */
 export async function freeBytes(dir: string): Promise<number> {
-  const s = await statfs(dir);
-  return s.bavail * s.bsize;
+  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+    try {
+      const s = await statfs(d);
+      return s.bavail * s.bsize;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT" || path.dirname(d) === d) throw e;
+    }
+  }
 }
 
 /** `SVC_MIN_FREE_BYTES` read from `env`: the threshold, or a sentence saying what is wrong with it. */
@@ -39,7 +50,8 @@ export function minFreeFrom(env: NodeJS.ProcessEnv): { ok: true; bytes: number }
 
 /**
  * The LOCAL_DISK service: `LOCAL_DISK_ROOM_URL` answers `{"ok": true}` while every directory has at least
- * `minFree` bytes free, else `{"ok": false}`. A directory that cannot be read counts as short.
+ * `minFree` bytes free, else `{"ok": false}`. A directory whose disk cannot be read counts as short
+ * (logged with `free_bytes` -1 and the error's code).
  */
 export function diskRoomHandler(
   dirs: readonly string[],
@@ -52,7 +64,9 @@ export function diskRoomHandler(
     if (new URL(request.url).pathname !== new URL(LOCAL_DISK_ROOM_URL).pathname) return new Response("no such route", { status: 404 });
     let ok = true;
     for (const dir of dirs) {
-      const bytes = minFree === 0 ? Infinity : await free(dir).catch(() => -1);
+      let error: string | undefined;
+      const bytes =
+        minFree === 0 ? Infinity : await free(dir).catch((e: NodeJS.ErrnoException) => ((error = e.code ?? e.message), -1));
       if (bytes >= minFree) {
         if (short.delete(dir)) log("info", "disk has room again: readiness no longer held back", { dir, free_bytes: bytes });
         continue;
@@ -60,7 +74,7 @@ export function diskRoomHandler(
       ok = false;
       if (!short.has(dir)) {
         short.add(dir);
-        log("warn", "disk short of room: readiness answers 503 until it is freed", { dir, free_bytes: bytes, min_free_bytes: minFree });
+        log("warn", "disk short of room: readiness answers 503 until it is freed", { dir, free_bytes: bytes, min_free_bytes: minFree, error });
       }
     }
     return Response.json({ ok });

@@ -14,8 +14,8 @@ import { commandOf, processTree } from "./process.ts";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
-/** Stacks of this test file still running: a failed test prints their logs (test/e2e/setup.ts). */
-export const runningStacks = new Set<Stack>();
+/** Stacks this test file started, running or stopped: a failed test prints what they logged during it (test/e2e/setup.ts). */
+export const startedStacks = new Set<Stack>();
 
 export type Stack = {
   url: string;
@@ -74,8 +74,6 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once("exit", (code, signal) => resolve({ code, signal })),
   );
-  let stack: Stack | undefined;
-  void exited.then(() => stack && runningStacks.delete(stack));
 
   const waitForLog = (re: RegExp, ms = timeoutMs, from = 0) =>
     new Promise<string>((resolve, reject) => {
@@ -99,7 +97,7 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
   });
   if (o.runner !== false) await waitForLog(/"msg":"runner-host connected"/);
 
-  stack = {
+  const stack: Stack = {
     url,
     dir,
     child,
@@ -126,7 +124,7 @@ export async function startStack(o: StackOptions, timeoutMs = 30_000): Promise<S
       return { ...r, ms: performance.now() - t0 };
     },
   };
-  if (child.exitCode === null && child.signalCode === null) runningStacks.add(stack);
+  startedStacks.add(stack);
   return stack;
 }
 

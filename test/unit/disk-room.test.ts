@@ -2,7 +2,7 @@
  * Readiness in the local stack needs room on its disks (runner-host/cli/disk-room.ts): the
  * LOCAL_DISK service's answer at the threshold's edge, per directory, and its log lines.
  */
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -16,7 +16,7 @@ function rig(free: Record<string, number>, minFree = MIN) {
   const lines: { level: string; msg: string; fields?: LogFields }[] = [];
   const handler = diskRoomHandler(Object.keys(free), minFree, (level, msg, fields) => lines.push({ level, msg, fields }), async (dir) => {
     const bytes = free[dir]!;
-    if (bytes < 0) throw new Error("ENOENT");
+    if (bytes < 0) throw Object.assign(new Error("EACCES: permission denied"), { code: "EACCES" });
     return bytes;
   });
   const ask = async () => (await (await handler(new Request(LOCAL_DISK_ROOM_URL))).json()) as { ok: boolean };
@@ -35,8 +35,10 @@ describe("the local stack's disk room for readiness", () => {
     expect(await rig({ "/data": MIN, "/store": MIN }).ask()).toEqual({ ok: true });
   });
 
-  it("counts a directory it cannot read as short of room", async () => {
-    expect(await rig({ "/gone": -1 }).ask()).toEqual({ ok: false });
+  it("counts a directory whose disk it cannot read as short of room, and says why", async () => {
+    const r = rig({ "/gone": -1 });
+    expect(await r.ask()).toEqual({ ok: false });
+    expect(r.lines.map((l) => l.fields)).toEqual([{ dir: "/gone", free_bytes: -1, min_free_bytes: MIN, error: "EACCES" }]);
   });
 
   it("logs a warning once when a disk runs short, and a line when it has room again", async () => {
@@ -45,7 +47,7 @@ describe("the local stack's disk room for readiness", () => {
     await r.ask();
     await r.ask();
     expect(r.lines).toEqual([
-      { level: "warn", msg: "disk short of room: readiness answers 503 until it is freed", fields: { dir: "/data", free_bytes: MIN - 1, min_free_bytes: MIN } },
+      { level: "warn", msg: "disk short of room: readiness answers 503 until it is freed", fields: { dir: "/data", free_bytes: MIN - 1, min_free_bytes: MIN, error: undefined } },
     ]);
     free["/data"] = MIN;
     expect(await r.ask()).toEqual({ ok: true });
@@ -62,12 +64,15 @@ describe("the local stack's disk room for readiness", () => {
     expect((await handler(new Request("http://local-disk/other"))).status).toBe(404);
   });
 
-  it("reads a real directory's free bytes", async () => {
+  it("reads a real directory's free bytes, and for one not made yet its nearest parent's disk", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "disk-room-"));
     const bytes = await freeBytes(dir);
     expect(Number.isSafeInteger(bytes)).toBe(true);
     expect(bytes).toBeGreaterThan(0);
-    await expect(freeBytes(path.join(dir, "missing"))).rejects.toThrow(/ENOENT/);
+    const file = path.join(dir, "file");
+    writeFileSync(file, "");
+    expect(await freeBytes(path.join(dir, "store", "not", "made"))).toBeGreaterThan(0);
+    await expect(freeBytes(path.join(file, "under-a-file"))).rejects.toThrow(/ENOTDIR/);
   });
 });
 
