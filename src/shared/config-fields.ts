@@ -17,8 +17,40 @@ export function int(min: number, def: number, max?: number) {
 
 export const nonEmpty = z.string().min(1, { error: "must not be empty" });
 
+/**
+ * The Worker's own binding names: wrangler.toml's objects and bucket, and what the local stack binds
+ * besides (the file's text, its Node services). Every variable the file names is given to the
+ * Worker as a binding of the same name, so a variable named like one of these would collide with
+ * it (and its secret would be unreadable): refused. test/unit/wrangler-config.test.ts keeps the
+ * list in step with wrangler.toml.
+ */
+export const WORKER_BINDINGS: readonly string[] = [
+  "SESSIONS",
+  "TENANTS",
+  "RUNNERS",
+  "EXECUTORS",
+  "STREAMS",
+  "SYNC_BACKLOG",
+  "PERSISTENCE",
+  "HOST_CONFIG",
+  "PERSISTENCE_FS",
+  "LOCAL_DISK",
+];
+const notABinding = [
+  (name: string) => !WORKER_BINDINGS.includes(name),
+  { error: (iss: { input?: unknown }) => `${String(iss.input)} is the name of one of the Worker's own bindings: name another variable` },
+] as const;
+
 /** Names an environment variable; only its presence in the file is checked here (see config-env.ts). */
-export const envName = z.string().min(1, { error: "must name an environment variable" });
+export const envName = z
+  .string()
+  .min(1, { error: "must name an environment variable" })
+  .refine(...notABinding);
+/** An environment variable's name, or "" (the default) for none. */
+export const optionalEnvName = z
+  .string()
+  .refine(...notABinding)
+  .default("");
 
 /** A tenant is 1 to 128 UTF-8 bytes (docs/configuration.md "Tokens"). */
 export const TENANT_MAX_BYTES = 128;

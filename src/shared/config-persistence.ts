@@ -4,7 +4,7 @@
  * provider would ignore is an error rather than silently dropped.
  */
 import * as z from "zod";
-import { envName, httpUrl, int, nonEmpty } from "./config-fields.ts";
+import { envName, httpUrl, int, nonEmpty, optionalEnvName } from "./config-fields.ts";
 
 export const PERSISTENCE_PROVIDERS = ["filesystem", "s3", "r2", "gcs"] as const;
 export type PersistenceProvider = (typeof PERSISTENCE_PROVIDERS)[number];
@@ -42,7 +42,7 @@ export const PersistenceSchema = z
     prefix: z.string().default(""),
     access_key_env: envName.optional(),
     secret_key_env: envName.optional(),
-    postgres_env: z.string().default(""),
+    postgres_env: optionalEnvName,
     interval_seconds: int(PERSISTENCE_INTERVAL_SECONDS.min, PERSISTENCE_INTERVAL_SECONDS.default, PERSISTENCE_INTERVAL_SECONDS.max),
     queue: int(PERSISTENCE_QUEUE.min, PERSISTENCE_QUEUE.default, PERSISTENCE_QUEUE.max),
   })

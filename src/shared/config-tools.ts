@@ -4,7 +4,7 @@
  * tool whenever the transport is `mcp`, so callers never re-derive either.
  */
 import * as z from "zod";
-import { httpUrl, int, tenant } from "./config-fields.ts";
+import { httpUrl, int, optionalEnvName, tenant } from "./config-fields.ts";
 import { schemaProblems } from "./json-schema-check.ts";
 import { formatPath } from "./zod-issues.ts";
 
@@ -75,7 +75,7 @@ export const HostToolSchema = z
     output_schema: jsonSchema(false).nullable().default(null),
     url: httpUrl({ credentials: false, fragment: false, query: true }),
     tenants: z.array(tenant).min(1, { error: "must list at least one tenant" }),
-    token_env: z.string().default(""),
+    token_env: optionalEnvName,
     transport: z.enum(["http", "mcp"], { error: 'must be "http" or "mcp"' }).optional(),
     mcp_tool: z.string().default(""),
     timeout_seconds: int(TOOL_TIMEOUT_SECONDS.min, TOOL_TIMEOUT_SECONDS.default, TOOL_TIMEOUT_SECONDS.max),

@@ -6,6 +6,7 @@ import {
   parseListen,
   type HostConfig,
 } from "../../src/shared/config-schema.ts";
+import { WORKER_BINDINGS } from "../../src/shared/config-fields.ts";
 
 type Json = Record<string, unknown>;
 
@@ -519,5 +520,27 @@ describe("host configuration file: unknown fields and file text", () => {
     const text = padded(MAX_CONFIG_BYTES + 1, "é");
     expect(text.length).toBeLessThan(MAX_CONFIG_BYTES);
     expect(parseHostConfigText(text).ok).toBe(false);
+  });
+});
+
+describe("host configuration file: variables named like the Worker's own bindings", () => {
+  const refused = (name: string) => `${name} is the name of one of the Worker's own bindings: name another variable`;
+
+  it("refuses each binding name in every field that names a variable, and takes names that only resemble one", () => {
+    expect(WORKER_BINDINGS).toContain("SESSIONS");
+    for (const name of WORKER_BINDINGS) {
+      rejects(withToken({ token_env: name }), `tokens[0].token_env: ${refused(name)}`);
+      rejects(withProvider({ api_key_env: name }), `providers.openai.api_key_env: ${refused(name)}`);
+      rejects(withTool({ token_env: name }), `tools[0].token_env: ${refused(name)}`);
+      rejects(with_({ credential_keys: { active: "k1", keys: { k1: name } } }), `credential_keys.keys.k1: ${refused(name)}`);
+      rejects(with_({ runners: { token_env: name } }), `runners.token_env: ${refused(name)}`);
+      rejects(withStore({ provider: "s3", bucket: "b", access_key_env: name, secret_key_env: "S" }), `persistence.access_key_env: ${refused(name)}`);
+      rejects(withStore({ provider: "s3", bucket: "b", access_key_env: "A", secret_key_env: name }), `persistence.secret_key_env: ${refused(name)}`);
+      rejects(withStore({ provider: "filesystem", directory: "/tmp/s", postgres_env: name }), `persistence.postgres_env: ${refused(name)}`);
+    }
+    for (const name of ["SESSIONS_TOKEN", "sessions", "LOCAL_DISK_KEY", "XPERSISTENCE"]) {
+      expect(ok(withToken({ token_env: name })).tokens[0]!.token_env).toBe(name);
+    }
+    expect(ok(withTool({})).tools[0]!.token_env).toBe("");
   });
 });

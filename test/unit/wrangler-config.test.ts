@@ -10,6 +10,7 @@ import { describe, expect, it } from "vitest";
 import { unstable_readConfig } from "wrangler";
 import { ROOT, WRANGLER_TOML, wranglerCommand } from "../../runner-host/cli/deploy/deploy-command.ts";
 import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS } from "../../runner-host/cli/worker-bundle.ts";
+import { WORKER_BINDINGS } from "../../src/shared/config-fields.ts";
 
 /** The fields read here (wrangler's own config type does not resolve under nodenext). */
 type WranglerConfig = {
@@ -35,6 +36,11 @@ describe("wrangler.toml and the local stack describe the same Worker", () => {
     expect(bindings).toEqual(DURABLE_OBJECTS);
     const sqlite = config.migrations.flatMap((m) => m.new_sqlite_classes ?? []);
     expect(sqlite.sort()).toEqual(Object.values(DURABLE_OBJECTS).sort());
+  });
+
+  it("the names a configuration may not give its variables are the Worker's bindings: wrangler.toml's and the local stack's own", () => {
+    const wrangler = [...config.durable_objects.bindings.map((b) => b.name), ...config.r2_buckets.map((b) => b.binding)];
+    expect([...WORKER_BINDINGS].sort()).toEqual([...wrangler, "HOST_CONFIG", "PERSISTENCE_FS", "LOCAL_DISK"].sort());
   });
 });
 
