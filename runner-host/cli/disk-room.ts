@@ -21,6 +21,7 @@ export const MIN_FREE_VAR = "SVC_MIN_FREE_BYTES";
  * the check off.
  */
 export const DEFAULT_MIN_FREE_BYTES = 64 * 1024 * 1024;
+const ROOM_PATH = new URL(LOCAL_DISK_ROOM_URL).pathname;
 
 /**
  * Bytes an unprivileged writer may still use in the file system holding `dir`. A directory not
@@ -61,7 +62,7 @@ export function diskRoomHandler(
 ): (request: Request) => Promise<Response> {
   const short = new Set<string>();
   return async (request) => {
-    if (new URL(request.url).pathname !== new URL(LOCAL_DISK_ROOM_URL).pathname) return new Response("no such route", { status: 404 });
+    if (new URL(request.url).pathname !== ROOM_PATH) return new Response("no such route", { status: 404 });
     let ok = true;
     for (const dir of dirs) {
       let error: string | undefined;

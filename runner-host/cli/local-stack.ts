@@ -86,6 +86,8 @@ async function launchOn(o: LocalStackOptions, env: NodeJS.ProcessEnv, dataDir: s
 
   const listen = parseListen(o.config.listen)!;
   const script = await bundleWorker();
+  // Made once: a reload keeps them, and with them which disks were already reported short.
+  const services = serviceBindings(o.config, dataDir, minFree);
   const options = (bindings: Record<string, string>, port: number) => ({
     ...convertV4MiniflareOptions({
       // Module names are paths relative to `modulesRoot` (default: the working directory); workerd
@@ -98,7 +100,7 @@ async function launchOn(o: LocalStackOptions, env: NodeJS.ProcessEnv, dataDir: s
         Object.entries(DURABLE_OBJECTS).map(([binding, className]) => [binding, { className, useSQLite: true }]),
       ),
       bindings,
-      ...serviceBindings(o.config, dataDir, minFree),
+      ...services,
       cf: false,
       // Miniflare's request log: a formatted line POSTed back to this process for every request
       // (and ignored: logs are our own JSON lines). It cost ~10% of workerd's CPU under load.

@@ -10,14 +10,7 @@ import { fileURLToPath } from "node:url";
 
 export const COMPATIBILITY_DATE = "2026-11-01";
 export const COMPATIBILITY_FLAGS = ["enable_request_signal", "nodejs_compat"];
-export const DURABLE_OBJECTS = {
-  SESSIONS: "SessionObject",
-  TENANTS: "TenantObject",
-  RUNNERS: "RunnerPool",
-  EXECUTORS: "ExecutorObject",
-  STREAMS: "StreamGate",
-  SYNC_BACKLOG: "SyncBacklog",
-} as const;
+export { DURABLE_OBJECTS } from "../../src/shared/worker-bindings.ts";
 
 /**
  * CommonJS dependencies (pg, for the Postgres mirror) `require("events")` and the like; in an ESM

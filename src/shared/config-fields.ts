@@ -7,6 +7,7 @@
  */
 import * as z from "zod";
 import { byteLength } from "./ids.ts";
+import { WORKER_BINDINGS } from "./worker-bindings.ts";
 
 /** An integer field with an inclusive range and a default; `max` absent means "at least min". */
 export function int(min: number, def: number, max?: number) {
@@ -18,24 +19,10 @@ export function int(min: number, def: number, max?: number) {
 export const nonEmpty = z.string().min(1, { error: "must not be empty" });
 
 /**
- * The Worker's own binding names: wrangler.toml's objects and bucket, and what the local stack binds
- * besides (the file's text, its Node services). Every variable the file names is given to the
- * Worker as a binding of the same name, so a variable named like one of these would collide with
- * it (and its secret would be unreadable): refused. test/unit/wrangler-config.test.ts keeps the
- * list in step with wrangler.toml.
+ * Every variable the file names is given to the Worker as a binding of the same name, so one named
+ * like a binding of the Worker's own would collide with it (and its secret would be unreadable):
+ * refused.
  */
-export const WORKER_BINDINGS: readonly string[] = [
-  "SESSIONS",
-  "TENANTS",
-  "RUNNERS",
-  "EXECUTORS",
-  "STREAMS",
-  "SYNC_BACKLOG",
-  "PERSISTENCE",
-  "HOST_CONFIG",
-  "PERSISTENCE_FS",
-  "LOCAL_DISK",
-];
 const notABinding = [
   (name: string) => !WORKER_BINDINGS.includes(name),
   { error: (iss: { input?: unknown }) => `${String(iss.input)} is the name of one of the Worker's own bindings: name another variable` },

@@ -6,7 +6,7 @@ import {
   parseListen,
   type HostConfig,
 } from "../../src/shared/config-schema.ts";
-import { WORKER_BINDINGS } from "../../src/shared/config-fields.ts";
+import { WORKER_BINDINGS } from "../../src/shared/worker-bindings.ts";
 
 type Json = Record<string, unknown>;
 
