@@ -1,15 +1,16 @@
 /**
- * Readiness in the local stack needs room on its disks (docs/api.md "Shutdown and readiness"): with
+ * Room on the disks a process of ours writes to (docs/api.md "Shutdown and readiness"). With
  * `data_dir` (the objects' SQLite files) or a `filesystem` persistence directory full, new work
- * would fail with `500`, so readiness turns `503` first. The Worker asks through the LOCAL_DISK
- * service binding on each readiness probe (src/routes/health.ts); this process answers with one
- * `statfs` per directory. No timer: an idle stack does no work for it. A deployed Worker has no
- * such binding (its storage is Cloudflare's, not a disk of ours).
+ * would fail with `500`, so the local stack's readiness turns `503` first: the Worker asks through
+ * the LOCAL_DISK service binding on each readiness probe (src/routes/health.ts), and this process
+ * answers with one `statfs` per directory. No timer: an idle stack does no work for it. A deployed
+ * Worker has no such binding (its storage is Cloudflare's, not a disk of ours). A runner-host's
+ * health check (`svc runner -status`, runner-host/cli/status-file.ts) reads its `data_dir` the same way.
  *
  * Lifecycle: the handler remembers which directories were short of room at the last probe, so a
  * warning is logged once when one runs short and a line when it has room again, not per probe.
  */
-import { statfs } from "node:fs/promises";
+import { statfsSync } from "node:fs";
 import path from "node:path";
 import { LOCAL_DISK_ROOM_URL } from "../../src/runtime-constants.ts";
 import type { Logger } from "../log.ts";
@@ -26,12 +27,12 @@ const ROOM_PATH = new URL(LOCAL_DISK_ROOM_URL).pathname;
 /**
  * Bytes an unprivileged writer may still use in the file system holding `dir`. A directory not
  * made yet (a `filesystem` store before its first upload) counts the disk of its nearest existing
- * parent, where it will be made.
+ * parent, where it will be made. Synchronous: one `statfs` system call per directory level.
  */
-export async function freeBytes(dir: string): Promise<number> {
+export function freeBytes(dir: string): number {
   for (let d = path.resolve(dir); ; d = path.dirname(d)) {
     try {
-      const s = await statfs(d);
+      const s = statfsSync(d);
       return s.bavail * s.bsize;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "ENOENT" || path.dirname(d) === d) throw e;
@@ -58,7 +59,7 @@ export function diskRoomHandler(
   dirs: readonly string[],
   minFree: number,
   log: Logger,
-  free: (dir: string) => Promise<number> = freeBytes,
+  free: (dir: string) => number = freeBytes,
 ): (request: Request) => Promise<Response> {
   const short = new Set<string>();
   return async (request) => {
@@ -66,8 +67,15 @@ export function diskRoomHandler(
     let ok = true;
     for (const dir of dirs) {
       let error: string | undefined;
-      const bytes =
-        minFree === 0 ? Infinity : await free(dir).catch((e: NodeJS.ErrnoException) => ((error = e.code ?? e.message), -1));
+      let bytes = Infinity;
+      if (minFree > 0) {
+        try {
+          bytes = free(dir);
+        } catch (e) {
+          error = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+          bytes = -1;
+        }
+      }
       if (bytes >= minFree) {
         if (short.delete(dir)) log("info", "disk has room again: readiness no longer held back", { dir, free_bytes: bytes });
         continue;

@@ -27,7 +27,8 @@ flags:
   -no-runner       local stack only: start the service without its in-process runner-host
                    (run \`svc runner\` separately; until one connects, messages wait)
   -status          svc runner only: print the runner-host's status file; exit 0 when it is
-                   connected, not draining and recent (a container health check)
+                   connected, not draining and recent, and data_dir's disk has
+                   SVC_MIN_FREE_BYTES free (a container health check)
   -h, -help        show this help
 
   svc deploy -help, svc secrets -help: their own flags.

@@ -16,6 +16,7 @@ import { dataDirProblem, makePrivateDataDir } from "./data-dir-usable.ts";
 import { harnessUidRange, harnessUserProblem, sweepStaleHarnessDirs } from "../harness/harness-users.ts";
 import { harnessIdentity } from "../harness/clean-spawn.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
+import { minFreeFrom } from "./disk-room.ts";
 import { log } from "../log.ts";
 import { RunnerHost } from "../runner-host.ts";
 import { persistedRunnerId } from "./runner-id.ts";
@@ -45,7 +46,9 @@ export async function runRunnerHost(o: { config: RunnerConfig; configPath: strin
     return 1;
   }
   const dataDir = resolveDataDir(config);
-  const unusable = dataDirProblem(dataDir) ?? harnessUserProblem() ?? makePrivateDataDir(dataDir);
+  // Read by the health check (`-status`), refused here so a bad value stops the start, not the checks.
+  const minFree = minFreeFrom(process.env);
+  const unusable = (minFree.ok ? null : minFree.problem) ?? dataDirProblem(dataDir) ?? harnessUserProblem() ?? makePrivateDataDir(dataDir);
   if (unusable !== null) {
     log("error", `svc: could not start: ${unusable}`);
     return 1;
@@ -151,7 +154,8 @@ function refusalText(code: number): string {
 
 /** `svc runner -config <path> -status`: prints the status file; exit 0 only when healthy. */
 export function printRunnerStatus(config: RunnerConfig): number {
-  const r = readStatus(resolveDataDir(config));
+  const minFree = minFreeFrom(process.env);
+  const r = minFree.ok ? readStatus(resolveDataDir(config), { minFree: minFree.bytes }) : { healthy: false, problem: minFree.problem };
   process.stdout.write(`${JSON.stringify({ healthy: r.healthy, problem: r.problem, ...r.status })}\n`);
   return r.healthy ? 0 : 1;
 }

@@ -7,6 +7,7 @@
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { pidExists } from "./data-dir-lock.ts";
+import { freeBytes, MIN_FREE_VAR } from "./disk-room.ts";
 import type { Capacity } from "../../src/shared/runner-protocol.ts";
 
 /** Rewrite period while nothing changes, ms. */
@@ -64,8 +65,15 @@ export function startStatusFile(
   return { write, stop: () => clearInterval(timer) };
 }
 
-/** `svc runner -status`: healthy when connected, not draining, and written recently. */
-export function readStatus(dataDir: string): { healthy: boolean; status?: RunnerStatus; problem?: string } {
+/**
+ * `svc runner -status`: healthy when connected, not draining, written recently, and with at least
+ * `room.minFree` bytes free on `data_dir`'s disk (0: not checked). A disk short of room is named
+ * before a stale status: a runner-host that cannot write its status file goes stale 30 s later.
+ */
+export function readStatus(
+  dataDir: string,
+  room: { minFree: number; free?: (dir: string) => number } = { minFree: 0 },
+): { healthy: boolean; status?: RunnerStatus; problem?: string } {
   let status: RunnerStatus;
   const file = path.join(dataDir, FILE);
   try {
@@ -79,6 +87,8 @@ export function readStatus(dataDir: string): { healthy: boolean; status?: Runner
   if (typeof s !== "object" || s === null || Array.isArray(s) || typeof s.pid !== "number" || typeof s.updated_at !== "string" || Number.isNaN(Date.parse(s.updated_at))) {
     return { healthy: false, problem: `the status file ${file} is not one a runner-host writes` };
   }
+  const short = diskProblem(dataDir, room.minFree, room.free ?? freeBytes);
+  if (short !== undefined) return { healthy: false, status, problem: short };
   const age = Date.now() - Date.parse(status.updated_at);
   // A clock set back, or a hand-made file: a status from the future proves nothing about now.
   if (age < -STATUS_FRESH_MS) return { healthy: false, status, problem: "the status is dated in the future" };
@@ -88,4 +98,16 @@ export function readStatus(dataDir: string): { healthy: boolean; status?: Runner
   if (!status.connected) return { healthy: false, status, problem: "not connected to the service" };
   if (status.draining) return { healthy: false, status, problem: "draining" };
   return { healthy: true, status };
+}
+
+function diskProblem(dataDir: string, minFree: number, free: (dir: string) => number): string | undefined {
+  if (minFree === 0) return undefined;
+  let bytes: number;
+  try {
+    bytes = free(dataDir);
+  } catch (e) {
+    return `the disk of data_dir ${dataDir} cannot be read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`;
+  }
+  if (bytes < minFree) return `the disk of data_dir ${dataDir} has ${bytes} bytes free, under ${MIN_FREE_VAR} (${minFree})`;
+  return undefined;
 }

@@ -52,9 +52,9 @@ function smallDisk(dir: string): { disk: string; minFree: () => Promise<number>;
   try {
     execFileSync("mount", ["-t", "tmpfs", "-o", `size=${DISK_MIB}m`, "tmpfs", disk], { stdio: "ignore" });
     mounts.push(disk);
-    return { disk, minFree: async () => MIN_FREE, ballast: async () => (await freeBytes(disk)) - MIN_FREE / 2 };
+    return { disk, minFree: async () => MIN_FREE, ballast: async () => freeBytes(disk) - MIN_FREE / 2 };
   } catch {
-    return { disk, minFree: async () => (await freeBytes(disk)) - MARGIN, ballast: async () => 2 * MARGIN };
+    return { disk, minFree: async () => freeBytes(disk) - MARGIN, ballast: async () => 2 * MARGIN };
   }
 }
 
@@ -73,7 +73,7 @@ describe("a data_dir on a disk short of room", () => {
     const mark = stack.mark();
     const file = path.join(disk, "ballast");
     writeFileSync(file, Buffer.alloc(await ballast()));
-    expect(await freeBytes(disk)).toBeLessThan(min);
+    expect(freeBytes(disk)).toBeLessThan(min);
     expect(await ready(stack)).toEqual({ status: 503, body: { status: "not_ready" } });
     const warn = JSON.parse(await stack.waitForLog(/"msg":"disk short of room/, 10_000, mark));
     expect(warn).toMatchObject({ level: "warn", dir: disk, min_free_bytes: min });

@@ -131,6 +131,18 @@ describe("svc runner operations", () => {
     expect(s.capacity.loaded_limit).toBe(2);
   });
 
+  it("-status is not healthy while data_dir's disk has less than SVC_MIN_FREE_BYTES free, and a bad value is named", async () => {
+    const args = ["runner", "-config", runners.eu1!.configPath, "-status"];
+    const short = await runSvc(args, { env: { SVC_MIN_FREE_BYTES: String(Number.MAX_SAFE_INTEGER) } });
+    expect(short.code, short.stderr).toBe(1);
+    expect(JSON.parse(short.stdout)).toMatchObject({ healthy: false, connected: true, problem: expect.stringMatching(/^the disk of data_dir .* bytes free, under SVC_MIN_FREE_BYTES \(9007199254740991\)$/) });
+    const off = await runSvc(args, { env: { SVC_MIN_FREE_BYTES: "0" } });
+    expect(off.code, off.stderr).toBe(0);
+    const bad = await runSvc(args, { env: { SVC_MIN_FREE_BYTES: "64MiB" } });
+    expect(bad.code).toBe(1);
+    expect(JSON.parse(bad.stdout)).toEqual({ healthy: false, problem: 'SVC_MIN_FREE_BYTES must be a whole number of bytes (0 turns the disk check off), not "64MiB"' });
+  });
+
   it("SIGHUP is logged and ignored by svc runner (Node's default would kill it without a drain)", async () => {
     const p = runners.eu1!;
     const mark = p.mark();
@@ -147,6 +159,12 @@ describe("svc runner operations", () => {
     expect(twin.output()).toContain('"msg":"data_dir is in use by another svc process (a runner-host or a local stack): give each its own data_dir"');
     // The first one is untouched.
     expect((await runSvc(["runner", "-config", runners.eu1!.configPath, "-status"], { env: {} })).code).toBe(0);
+  });
+
+  it("svc runner refuses to start with an SVC_MIN_FREE_BYTES that is not a whole number of bytes", async () => {
+    const bad = await startRunner({ dir: path.join(root, "bad-min-free"), config: runnerConfig("eu", 2), env: { ...runnerEnv, SVC_MIN_FREE_BYTES: "-1" }, connected: false });
+    expect((await bad.exited).code).toBe(1);
+    expect(bad.output()).toContain('svc: could not start: SVC_MIN_FREE_BYTES must be a whole number of bytes (0 turns the disk check off), not \\"-1\\"');
   });
 
   it("a refused secret is logged loudly and svc runner exits 1 after a bounded run of refusals", async () => {

@@ -2,7 +2,8 @@
  * The runner-host's status file (runner-host/cli/status-file.ts): a write that fails after start
  * (the data_dir removed, the disk full) is reported once and does not stop the runner-host, whose
  * turns do not depend on the file; the health check then sees a stale or missing status, and a
- * fresh one whose writer died is not healthy either.
+ * fresh one whose writer died is not healthy either. A data_dir disk short of room
+ * (`SVC_MIN_FREE_BYTES`) is not healthy, and is named before the stale status it leads to.
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -10,7 +11,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { readStatus, startStatusFile } from "../../runner-host/cli/status-file.ts";
+import { readStatus, startStatusFile, STATUS_FRESH_MS } from "../../runner-host/cli/status-file.ts";
 
 const status = () => ({
   runner_id: "r",
@@ -84,5 +85,34 @@ describe("runner-host status file", () => {
   it("a data_dir that cannot be written stops the start", () => {
     const dir = path.join(tmpdir(), `svc-status-missing-${process.pid}`, "nested");
     expect(() => startStatusFile(dir, status, () => {})).toThrow(/ENOENT/);
+  });
+
+  it("is not healthy when data_dir's disk has less than the minimum free, at one byte under it, and names the disk before a stale status", () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "svc-status-"));
+    const write = (ageMs: number) =>
+      writeFileSync(path.join(dir, "status.json"), JSON.stringify({ pid: process.pid, ...status(), updated_at: new Date(Date.now() - ageMs).toISOString() }));
+    try {
+      write(0);
+      expect(readStatus(dir, { minFree: 100, free: () => 100 })).toMatchObject({ healthy: true });
+      expect(readStatus(dir, { minFree: 100, free: () => 99 })).toMatchObject({
+        healthy: false,
+        status: { connected: true },
+        problem: `the disk of data_dir ${dir} has 99 bytes free, under SVC_MIN_FREE_BYTES (100)`,
+      });
+      const unreadable = () => {
+        throw Object.assign(new Error("EIO: i/o error"), { code: "EIO" });
+      };
+      expect(readStatus(dir, { minFree: 100, free: unreadable })).toMatchObject({ healthy: false, problem: `the disk of data_dir ${dir} cannot be read: EIO` });
+      // 0 turns the check off: the disk is not even read.
+      expect(readStatus(dir, { minFree: 0, free: unreadable })).toMatchObject({ healthy: true });
+      // The real disk, with a minimum no disk has.
+      expect(readStatus(dir, { minFree: Number.MAX_SAFE_INTEGER }).problem).toMatch(new RegExp(`^the disk of data_dir .* has \\d+ bytes free, under SVC_MIN_FREE_BYTES \\(${Number.MAX_SAFE_INTEGER}\\)$`));
+      // A runner-host on a full disk stops writing its status: the disk is what to fix.
+      write(STATUS_FRESH_MS + 5_000);
+      expect(readStatus(dir, { minFree: 100, free: () => 99 }).problem).toMatch(/has 99 bytes free/);
+      expect(readStatus(dir, { minFree: 100, free: () => 100 }).problem).toMatch(/^the status is \d+ s old$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
