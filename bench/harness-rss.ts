@@ -1,8 +1,9 @@
 /**
  * Memory of one reference harness process (RSS from /proc) with 0, 1 and 16 open sessions, each
  * session after one turn on the scripted provider (so the provider client is loaded), driven by
- * the runner-host's own HarnessProcess client. Also the time from spawn to `ready`, and the
- * process at 16 sessions ÷ 16 (what each session of a full process costs at `max_shared` 16).
+ * the runner-host's own HarnessProcess client. Also the time from spawn to `ready`, the process at
+ * 16 sessions ÷ 16 (what each session of a full process costs at `max_shared` 16), and how much of
+ * that RSS is the process's own and how much pages it shares with every other Node process.
  * Then CPU per turn: 30 rounds of one turn in each of the 16 sessions at once, CPU of the
  * harness process from /proc (10 ms ticks; 480 turns make that ±0.02 ms per turn).
  *
@@ -27,6 +28,20 @@ import { cpuOf, harnessCommand, machine, runBench, sleep, startProvider } from "
 const { sessions: N, rounds: ROUNDS, short } = benchArgs({ sessions: 16, rounds: 30 }, { sessions: 2, rounds: 2 });
 /** Margin past a trim's quiet time before reading, ms: the trim itself takes up to ~150 ms. */
 const SETTLE_MS = 1_000;
+
+/**
+ * RSS split by who pays for it (/proc/<pid>/smaps_rollup): private pages (the process's own heap and
+ * native memory, paid by every process) and shared ones (mostly the Node binary's and libraries'
+ * file pages, paid once per machine however many harness processes map them).
+ */
+function rssSplit(pid: number): { privateMiB: number; sharedMiB: number } {
+  const kb = (k: string, text: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? 0);
+  const t = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+  return {
+    privateMiB: (kb("Private_Clean", t) + kb("Private_Dirty", t)) / 1024,
+    sharedMiB: (kb("Shared_Clean", t) + kb("Shared_Dirty", t)) / 1024,
+  };
+}
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024;
 /** Median of three readings 200 ms apart (RSS moves with GC). */
@@ -61,7 +76,9 @@ await runBench(4 * 60_000, async () => {
       await turn(session, `t${i}`);
       if (i === 0) rows.push(["1 session (after one turn)", await rss(hp.pid), undefined]);
     }
-    rows.push([`${N} sessions (after one turn each)`, await rss(hp.pid), short ? undefined : await rss(hp.pid, TRIM_IDLE_MS)]);
+    const fullNow = await rss(hp.pid);
+    const split = rssSplit(hp.pid);
+    rows.push([`${N} sessions (after one turn each)`, fullNow, short ? undefined : await rss(hp.pid, TRIM_IDLE_MS)]);
     console.log(`\nreference harness process RSS (${machine()}); spawn → ready ${hp.startupMs.toFixed(0)} ms\n`);
     console.log(`| sessions open | RSS right after, MiB | RSS idle ${TRIM_IDLE_MS / 1000} s, MiB | per session over the 1-session figure, MiB (idle) |`);
     console.log("| --- | --- | --- | --- |");
@@ -72,6 +89,9 @@ await runBench(4 * 60_000, async () => {
     // The capacity figure: one process holds up to max_shared sessions, so its whole size is spread over them.
     const [, full, fullIdle] = rows.at(-1)!;
     console.log(`\nthe process at ${N} sessions ÷ ${N}: ${(full / N).toFixed(2)} MiB per session right after its turn${fullIdle === undefined ? "" : `, ${(fullIdle / N).toFixed(2)} idle`}`);
+    console.log(
+      `of its RSS then, private ${split.privateMiB.toFixed(1)} MiB (${(split.privateMiB / N).toFixed(2)} per session: paid by every process) and shared ${split.sharedMiB.toFixed(1)} MiB (the Node binary's and libraries' file pages: paid once per machine)`,
+    );
 
     // CPU: rounds of one turn in every session at once, as a full process sees them under load.
     const cpu0 = cpuOf(hp.pid);
