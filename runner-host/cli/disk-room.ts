@@ -51,6 +51,21 @@ export function minFreeFrom(env: NodeJS.ProcessEnv): { ok: true; bytes: number }
 }
 
 /**
+ * Whether `dir`'s disk has `minFree` bytes free: its free bytes (`Infinity` when `minFree` is 0, the
+ * check off, and nothing is read), or -1 and the error's code for a disk that cannot be read, which
+ * counts as short.
+ */
+export function roomOf(dir: string, minFree: number, free: (dir: string) => number = freeBytes): { short: boolean; bytes: number; error?: string } {
+  if (minFree === 0) return { short: false, bytes: Infinity };
+  try {
+    const bytes = free(dir);
+    return { short: bytes < minFree, bytes };
+  } catch (e) {
+    return { short: true, bytes: -1, error: (e as NodeJS.ErrnoException).code ?? (e as Error).message };
+  }
+}
+
+/**
  * The LOCAL_DISK service: `LOCAL_DISK_ROOM_URL` answers `{"ok": true}` while every directory has at least
  * `minFree` bytes free, else `{"ok": false}`. A directory whose disk cannot be read counts as short
  * (logged with `free_bytes` -1 and the error's code).
@@ -60,29 +75,20 @@ export function diskRoomHandler(
   minFree: number,
   log: Logger,
   free: (dir: string) => number = freeBytes,
-): (request: Request) => Promise<Response> {
-  const short = new Set<string>();
-  return async (request) => {
+): (request: Request) => Response {
+  const reported = new Set<string>(); // directories short of room at the last probe
+  return (request) => {
     if (new URL(request.url).pathname !== ROOM_PATH) return new Response("no such route", { status: 404 });
     let ok = true;
     for (const dir of dirs) {
-      let error: string | undefined;
-      let bytes = Infinity;
-      if (minFree > 0) {
-        try {
-          bytes = free(dir);
-        } catch (e) {
-          error = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
-          bytes = -1;
-        }
-      }
-      if (bytes >= minFree) {
-        if (short.delete(dir)) log("info", "disk has room again: readiness no longer held back", { dir, free_bytes: bytes });
+      const { short, bytes, error } = roomOf(dir, minFree, free);
+      if (!short) {
+        if (reported.delete(dir)) log("info", "disk has room again: readiness no longer held back", { dir, free_bytes: bytes });
         continue;
       }
       ok = false;
-      if (!short.has(dir)) {
-        short.add(dir);
+      if (!reported.has(dir)) {
+        reported.add(dir);
         log("warn", "disk short of room: readiness answers 503 until it is freed", { dir, free_bytes: bytes, min_free_bytes: minFree, error });
       }
     }

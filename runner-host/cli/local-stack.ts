@@ -23,7 +23,8 @@ import { StartRefused } from "./start-refused.ts";
 import { harnessUserProblem } from "../harness/harness-users.ts";
 import { dataDirProblem, makePrivateDataDir, storeDirProblem } from "./data-dir-usable.ts";
 import { harnessRoot } from "./runner-command.ts";
-import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS, bundleWorker } from "./worker-bundle.ts";
+import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, bundleWorker } from "./worker-bundle.ts";
+import { DURABLE_OBJECTS } from "../../src/shared/worker-bindings.ts";
 import { workerdInOwnSession } from "./workerd-session.ts";
 
 /** The OTLP settings the Worker and its objects read too: they export their own svc.* metrics. */

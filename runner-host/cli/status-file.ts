@@ -7,7 +7,7 @@
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { pidExists } from "./data-dir-lock.ts";
-import { freeBytes, MIN_FREE_VAR } from "./disk-room.ts";
+import { MIN_FREE_VAR, roomOf } from "./disk-room.ts";
 import type { Capacity } from "../../src/shared/runner-protocol.ts";
 
 /** Rewrite period while nothing changes, ms. */
@@ -87,8 +87,11 @@ export function readStatus(
   if (typeof s !== "object" || s === null || Array.isArray(s) || typeof s.pid !== "number" || typeof s.updated_at !== "string" || Number.isNaN(Date.parse(s.updated_at))) {
     return { healthy: false, problem: `the status file ${file} is not one a runner-host writes` };
   }
-  const short = diskProblem(dataDir, room.minFree, room.free ?? freeBytes);
-  if (short !== undefined) return { healthy: false, status, problem: short };
+  const disk = roomOf(dataDir, room.minFree, room.free);
+  if (disk.short) {
+    const problem = disk.error !== undefined ? `the disk of data_dir ${dataDir} cannot be read: ${disk.error}` : `the disk of data_dir ${dataDir} has ${disk.bytes} bytes free, under ${MIN_FREE_VAR} (${room.minFree})`;
+    return { healthy: false, status, problem };
+  }
   const age = Date.now() - Date.parse(status.updated_at);
   // A clock set back, or a hand-made file: a status from the future proves nothing about now.
   if (age < -STATUS_FRESH_MS) return { healthy: false, status, problem: "the status is dated in the future" };
@@ -98,16 +101,4 @@ export function readStatus(
   if (!status.connected) return { healthy: false, status, problem: "not connected to the service" };
   if (status.draining) return { healthy: false, status, problem: "draining" };
   return { healthy: true, status };
-}
-
-function diskProblem(dataDir: string, minFree: number, free: (dir: string) => number): string | undefined {
-  if (minFree === 0) return undefined;
-  let bytes: number;
-  try {
-    bytes = free(dataDir);
-  } catch (e) {
-    return `the disk of data_dir ${dataDir} cannot be read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`;
-  }
-  if (bytes < minFree) return `the disk of data_dir ${dataDir} has ${bytes} bytes free, under ${MIN_FREE_VAR} (${minFree})`;
-  return undefined;
 }

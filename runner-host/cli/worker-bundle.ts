@@ -10,7 +10,6 @@ import { fileURLToPath } from "node:url";
 
 export const COMPATIBILITY_DATE = "2026-11-01";
 export const COMPATIBILITY_FLAGS = ["enable_request_signal", "nodejs_compat"];
-export { DURABLE_OBJECTS } from "../../src/shared/worker-bindings.ts";
 
 /**
  * CommonJS dependencies (pg, for the Postgres mirror) `require("events")` and the like; in an ESM

@@ -46,23 +46,22 @@ const ready = async (s: Stack) => {
  * (root, as CI runs), else the temp directory's own disk with the minimum set `MARGIN` below its
  * free bytes and a ballast of twice that.
  */
-function smallDisk(dir: string): { disk: string; minFree: () => Promise<number>; ballast: () => Promise<number> } {
+function smallDisk(dir: string): { disk: string; minFree: number; ballast: () => number } {
   const disk = path.join(dir, "disk");
   mkdirSync(disk);
   try {
     execFileSync("mount", ["-t", "tmpfs", "-o", `size=${DISK_MIB}m`, "tmpfs", disk], { stdio: "ignore" });
     mounts.push(disk);
-    return { disk, minFree: async () => MIN_FREE, ballast: async () => freeBytes(disk) - MIN_FREE / 2 };
+    return { disk, minFree: MIN_FREE, ballast: () => freeBytes(disk) - MIN_FREE / 2 };
   } catch {
-    return { disk, minFree: async () => freeBytes(disk) - MARGIN, ballast: async () => 2 * MARGIN };
+    return { disk, minFree: freeBytes(disk) - MARGIN, ballast: () => 2 * MARGIN };
   }
 }
 
 describe("a data_dir on a disk short of room", () => {
   it("readiness answers 503 while the disk is short of room and 200 once room is freed; sessions keep answering", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), "svc-disk-"));
-    const { disk, minFree, ballast } = smallDisk(dir);
-    const min = await minFree();
+    const { disk, minFree: min, ballast } = smallDisk(dir);
     const stack = await startStack({ config, env: { ...env, SVC_MIN_FREE_BYTES: String(min) }, dir, dataDir: disk });
     stacks.push(stack);
     expect(await ready(stack)).toEqual({ status: 200, body: { status: "ready" } });
@@ -72,7 +71,7 @@ describe("a data_dir on a disk short of room", () => {
     // Fill the disk past the minimum: new work would soon fail to be written.
     const mark = stack.mark();
     const file = path.join(disk, "ballast");
-    writeFileSync(file, Buffer.alloc(await ballast()));
+    writeFileSync(file, Buffer.alloc(ballast()));
     expect(freeBytes(disk)).toBeLessThan(min);
     expect(await ready(stack)).toEqual({ status: 503, body: { status: "not_ready" } });
     const warn = JSON.parse(await stack.waitForLog(/"msg":"disk short of room/, 10_000, mark));

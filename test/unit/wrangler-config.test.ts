@@ -9,8 +9,8 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { unstable_readConfig } from "wrangler";
 import { ROOT, WRANGLER_TOML, wranglerCommand } from "../../runner-host/cli/deploy/deploy-command.ts";
-import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS, DURABLE_OBJECTS } from "../../runner-host/cli/worker-bundle.ts";
-import { WORKER_BINDINGS } from "../../src/shared/worker-bindings.ts";
+import { COMPATIBILITY_DATE, COMPATIBILITY_FLAGS } from "../../runner-host/cli/worker-bundle.ts";
+import { DURABLE_OBJECTS, WORKER_BINDINGS } from "../../src/shared/worker-bindings.ts";
 
 /** The fields read here (wrangler's own config type does not resolve under nodenext). */
 type WranglerConfig = {
