@@ -26,7 +26,7 @@ RUN apt-get update \
 
 # The working directory is the repository root: harness commands in the runner configuration
 # resolve from here. The reference harness, built in the stage above, is
-#   node --single-threaded-gc --liftoff-only --no-opt --expose-gc runner-host/reference-harness/dist/main.mjs
+#   node --single-threaded-gc --liftoff-only --expose-gc runner-host/reference-harness/dist/main.mjs
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY cli cli

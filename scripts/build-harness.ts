@@ -31,7 +31,7 @@ export const HARNESS_DIST = path.join(SRC, "dist");
  * the built entry, under Node flags that keep the process small (docs/configuration.md "The
  * reference harness command"; measured in bench/RESULTS.md).
  */
-export const REFERENCE_HARNESS_COMMAND: readonly string[] = ["node", "--single-threaded-gc", "--liftoff-only", "--no-opt", "--expose-gc", "runner-host/reference-harness/dist/main.mjs"];
+export const REFERENCE_HARNESS_COMMAND: readonly string[] = ["node", "--single-threaded-gc", "--liftoff-only", "--expose-gc", "runner-host/reference-harness/dist/main.mjs"];
 
 /**
  * Packages bundled into the harness; every other package stays an import from node_modules.

@@ -1,7 +1,8 @@
 /**
  * Warm-up of a freshly started harness process: one throwaway turn through the same code a real
- * turn runs (Session → pi-agent-core → pi-ai's openai-completions client → Node's fetch → SSE
- * parsing), against a canned chat completion served on a loopback port inside this process.
+ * turn runs (Session → pi-agent-core → pi-ai's openai-completions client → the harness's fetch
+ * over Node's HTTP client → SSE parsing), against a canned chat completion served on a loopback
+ * port inside this process.
  *
  * Why: a new process's first turn spent ~50 ms (p50, 2-core box) in lazy loading and unoptimized
  * code (fetch's first use, the SDK's request and stream machinery, the agent loop) on top of the

@@ -1,0 +1,216 @@
+/**
+ * The reference harness's provider client transport (runner-host/reference-harness/http-fetch.ts):
+ * fetch over Node's own HTTP client. Each behaviour a provider SDK can see is checked against a
+ * real local server for this client and for Node's built-in fetch side by side, so "answers as the
+ * built-in fetch does" is a measured claim; the fallback it hands other requests to must not be
+ * reached for those. Turns through it, with the real SDKs, are in harness-turns.test.ts and e2e.
+ */
+import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { brotliCompressSync, deflateSync, gzipSync, zstdCompressSync } from "node:zlib";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { httpFetch } from "../../runner-host/reference-harness/http-fetch.ts";
+
+type Handler = (req: IncomingMessage, body: string, res: ServerResponse) => void;
+const routes = new Map<string, Handler>();
+const connections: Socket[] = [];
+let base = "";
+let other = ""; // a second origin: the same server on another address
+const server = http.createServer((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on("data", (c: Buffer) => chunks.push(c));
+  req.on("end", () => routes.get(new URL(req.url!, "http://x").pathname)!(req, Buffer.concat(chunks).toString(), res));
+});
+server.on("connection", (s) => connections.push(s));
+
+beforeAll(async () => {
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as AddressInfo;
+  base = `http://127.0.0.1:${port}`;
+  other = `http://localhost:${port}`;
+});
+afterAll(() => {
+  server.closeAllConnections();
+  server.close();
+});
+
+function route(path: string, h: Handler): string {
+  routes.set(path, h);
+  return `${base}${path}`;
+}
+
+/** Fails the test if reached: every request below is one the http client must take itself. */
+const noFallback = (() => Promise.reject(new Error("the fallback was called"))) as unknown as typeof fetch;
+const clients: [string, typeof fetch][] = [
+  ["the harness's http fetch", httpFetch(noFallback)],
+  ["Node's built-in fetch", fetch],
+];
+
+async function failure(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (e) {
+    return e;
+  }
+  throw new Error("did not fail");
+}
+
+describe.each(clients)("%s", (_name, f) => {
+  it("sends a POST's body whole with its length, and answers with the status, headers and body sent", async () => {
+    const url = route("/echo", (req, body, res) => {
+      res.setHeader("set-cookie", ["a=1", "b=2"]);
+      res.writeHead(201, "Made", { "content-type": "application/json", "x-seen": JSON.stringify({ method: req.method, len: req.headers["content-length"], type: req.headers["content-type"], auth: req.headers.authorization, te: req.headers["transfer-encoding"] ?? null }) });
+      res.end(JSON.stringify({ body }));
+    });
+    const res = await f(url, { method: "post", headers: { authorization: "Bearer k", "content-type": "application/json" }, body: '{"q":"héllo"}' });
+    expect([res.status, res.statusText, res.ok, res.url, res.redirected]).toEqual([201, "Made", true, url, false]);
+    expect(JSON.parse(res.headers.get("x-seen")!)).toEqual({ method: "POST", len: "14", type: "application/json", auth: "Bearer k", te: null });
+    expect(res.headers.getSetCookie()).toEqual(["a=1", "b=2"]);
+    expect(await res.json()).toEqual({ body: '{"q":"héllo"}' });
+  });
+
+  it("gives a string body text/plain and a POST without a body a zero length", async () => {
+    const url = route("/seen", (req, _body, res) => res.end(JSON.stringify([req.headers["content-type"] ?? null, req.headers["content-length"] ?? null])));
+    expect(await (await f(url, { method: "POST", body: "x" })).json()).toEqual(["text/plain;charset=UTF-8", "1"]);
+    expect(await (await f(url, { method: "POST" })).json()).toEqual([null, "0"]);
+    expect(await (await f(url, { method: "POST", body: new URLSearchParams({ a: "b c" }) })).json()).toEqual(["application/x-www-form-urlencoded;charset=UTF-8", "5"]);
+    expect(await (await f(url, { method: "PUT", body: new Uint8Array([1, 2, 3]) })).json()).toEqual([null, "3"]);
+  });
+
+  it("hands an event stream's bytes on as they arrive, before the answer ends", async () => {
+    let finish!: () => void;
+    const url = route("/live", (_req, _body, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write("data: first\n\n");
+      finish = () => res.end("data: last\n\n");
+    });
+    const reader = (await f(url)).body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toBe("data: first\n\n");
+    finish();
+    let rest = "";
+    for (let r = await reader.read(); !r.done; r = await reader.read()) rest += new TextDecoder().decode(r.value);
+    expect(rest).toBe("data: last\n\n");
+  });
+
+  it("rejects a request that cannot connect with TypeError \"fetch failed\" and the cause", async () => {
+    const closed = http.createServer();
+    await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((r) => closed.close(r));
+    const e = (await failure(f(`http://127.0.0.1:${port}/`))) as TypeError;
+    expect([e.constructor, e.message, (e.cause as NodeJS.ErrnoException).code]).toEqual([TypeError, "fetch failed", "ECONNREFUSED"]);
+  });
+
+  it("rejects with the signal's reason when aborted before the answer, and fails the body with it when aborted while it is read", async () => {
+    const held: ServerResponse[] = [];
+    const waiting = route("/held", (_req, _body, res) => void held.push(res));
+    const before = new AbortController();
+    const pending = f(waiting, { signal: before.signal });
+    await expect.poll(() => held.length, { timeout: 5_000 }).toBe(1);
+    const reason = new Error("stop now");
+    before.abort(reason);
+    expect(await failure(pending)).toBe(reason);
+    expect(await failure(f(waiting, { signal: AbortSignal.abort(reason) }))).toBe(reason);
+
+    const url = route("/half", (_req, _body, res) => (res.writeHead(200, { "content-type": "text/event-stream" }), res.write("data: a\n\n")));
+    const during = new AbortController();
+    const reader = (await f(url, { signal: during.signal })).body!.getReader();
+    await reader.read();
+    during.abort(reason);
+    expect(await failure(reader.read())).toBe(reason);
+  });
+
+  it("fails a body the connection cut short instead of ending it", async () => {
+    const chunked = route("/cut", (_req, _body, res) => (res.writeHead(200, { "content-type": "text/event-stream" }), res.write("data: a\n\n", () => res.destroy())));
+    const sized = route("/short", (_req, _body, res) => (res.writeHead(200, { "content-length": "100" }), res.write("ten bytes!", () => res.destroy())));
+    for (const url of [chunked, sized]) {
+      const res = await f(url);
+      const e = (await failure(res.text())) as TypeError;
+      expect([url, e.constructor, e.message]).toEqual([url, TypeError, "terminated"]);
+    }
+  });
+
+  it("decodes gzip, deflate, Brotli and zstd answers", async () => {
+    const text = "data: ".repeat(500);
+    const coded: [string, (t: string) => Buffer][] = [["gzip", gzipSync], ["deflate", deflateSync], ["br", brotliCompressSync], ["zstd", zstdCompressSync]];
+    for (const [coding, code] of coded) {
+      const url = route(`/${coding}`, (_req, _body, res) => (res.writeHead(200, { "content-encoding": coding }), res.end(code(text))));
+      expect([coding, await (await f(url)).text()]).toEqual([coding, text]);
+    }
+  });
+
+  it("follows redirects: 307 keeps the method and body, 303 goes on as a GET without them, Authorization stays within the origin", async () => {
+    const seen = route("/seen-all", (req, body, res) => res.end(JSON.stringify({ method: req.method, body, type: req.headers["content-type"] ?? null, auth: req.headers.authorization ?? null })));
+    route("/r307", (_req, _body, res) => (res.writeHead(307, { location: "/seen-all" }), res.end()));
+    route("/r303", (_req, _body, res) => (res.writeHead(303, { location: `${other}/seen-all` }), res.end()));
+    const init = { method: "POST", headers: { authorization: "Bearer k", "content-type": "application/json" }, body: "{}" };
+    const kept = await f(`${base}/r307`, init);
+    expect([kept.url, kept.redirected, await kept.json()]).toEqual([seen, true, { method: "POST", body: "{}", type: "application/json", auth: "Bearer k" }]);
+    const moved = await f(`${base}/r303`, init);
+    expect([moved.url, await moved.json()]).toEqual([`${other}/seen-all`, { method: "GET", body: "", type: null, auth: null }]);
+  });
+
+  it("returns a redirect itself with redirect \"manual\", rejects it with \"error\", and stops after 20", async () => {
+    const url = route("/loop", (_req, _body, res) => (res.writeHead(302, { location: "/loop" }), res.end()));
+    const manual = await f(url, { redirect: "manual" });
+    expect([manual.status, manual.headers.get("location")]).toEqual([302, "/loop"]);
+    expect(await failure(f(url, { redirect: "error" }))).toBeInstanceOf(TypeError);
+    expect(await failure(f(url))).toBeInstanceOf(TypeError);
+  });
+
+  it("answers 204 and HEAD with no body", async () => {
+    const url = route("/none", (req, _body, res) => (res.writeHead(req.method === "HEAD" ? 200 : 204, { "content-length": req.method === "HEAD" ? "5" : "0" }), res.end()));
+    expect((await f(url, { method: "DELETE" })).body).toBeNull();
+    const head = await f(url, { method: "HEAD" });
+    expect([head.status, head.body, head.headers.get("content-length")]).toEqual([200, null, "5"]);
+  });
+});
+
+describe("the harness's http fetch", () => {
+  it("keeps the connection alive between requests", async () => {
+    const url = route("/ka", (_req, _body, res) => res.end("ok"));
+    const f = httpFetch(noFallback);
+    await (await f(url)).text();
+    const before = connections.length;
+    for (let i = 0; i < 3; i++) await (await f(url, { method: "POST", body: "x" })).text();
+    expect(connections.length).toBe(before);
+  });
+
+  it("hands an answer on one socket read at a time, not one piece per HTTP chunk", async () => {
+    const url = route("/many", (_req, _body, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.socket!.cork();
+      for (let i = 0; i < 2_000; i++) res.write(`data: {"i":${i}}\n\n`);
+      res.socket!.uncork();
+      res.end();
+    });
+    const reader = (await httpFetch(noFallback)(url)).body!.getReader();
+    let reads = 0;
+    let bytes = 0;
+    for (let r = await reader.read(); !r.done; r = await reader.read()) (reads++, (bytes += r.value.byteLength));
+    expect(bytes).toBe(Array.from({ length: 2_000 }, (_, i) => `data: {"i":${i}}\n\n`).join("").length);
+    expect(reads).toBeLessThan(50);
+  });
+
+  it("hands what it does not take to the fallback unchanged", async () => {
+    const calls: unknown[][] = [];
+    const fallback = (async (...args: unknown[]) => (calls.push(args), new Response("fallback"))) as unknown as typeof fetch;
+    const f = httpFetch(fallback);
+    const stream = new ReadableStream();
+    const form = new FormData();
+    const request = new Request(`${base}/x`);
+    const cases: [Parameters<typeof fetch>[0], RequestInit | undefined][] = [
+      [request, undefined],
+      [`${base}/x`, { method: "POST", body: stream, duplex: "half" } as RequestInit],
+      [`${base}/x`, { method: "POST", body: form }],
+      [`${base}/x`, { method: "POST", body: new Blob(["b"]) }],
+      [`${base}/x`, { integrity: "sha256-x" }],
+      ["ftp://example.test/x", undefined],
+      ["http://user:pw@example.test/x", undefined],
+      ["/relative", undefined],
+      [`${base}/x`, { method: "GET", body: "not allowed" }],
+    ];
+    for (const [input, init] of cases) expect(await (await f(input, init)).text()).toBe("fallback");
+    expect(calls).toEqual(cases.map(([input, init]) => [input, init]));
+  });
+});
