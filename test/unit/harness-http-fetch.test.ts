@@ -3,10 +3,16 @@
  * fetch over Node's own HTTP client. Each behaviour a provider SDK can see is checked against a
  * real local server for this client and for Node's built-in fetch side by side, so "answers as the
  * built-in fetch does" is a measured claim; the fallback it hands other requests to must not be
- * reached for those. Turns through it, with the real SDKs, are in harness-turns.test.ts and e2e.
+ * reached for those. https runs against a self-signed certificate made for these tests
+ * (test/fixtures/tls): refused by both clients, and trusted through NODE_EXTRA_CA_CERTS in a child
+ * Node process. Turns through it, with the real SDKs, are in harness-turns.test.ts and e2e.
  */
+import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import https from "node:https";
 import type { AddressInfo, Socket } from "node:net";
+import { promisify } from "node:util";
 import { brotliCompressSync, deflateSync, gzipSync, zstdCompressSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { httpFetch } from "../../runner-host/reference-harness/http-fetch.ts";
@@ -22,16 +28,25 @@ const server = http.createServer((req, res) => {
   req.on("end", () => routes.get(new URL(req.url!, "http://x").pathname)!(req, Buffer.concat(chunks).toString(), res));
 });
 server.on("connection", (s) => connections.push(s));
+/** A self-signed certificate for 127.0.0.1 and localhost (valid to 2126), made for these tests only. */
+const TLS_CERT = new URL("../fixtures/tls/loopback.crt", import.meta.url).pathname;
+const tls = https.createServer({ cert: readFileSync(TLS_CERT), key: readFileSync(new URL("../fixtures/tls/loopback.key", import.meta.url)) }, (req, res) => {
+  const chunks: Buffer[] = [];
+  req.on("data", (c: Buffer) => chunks.push(c));
+  req.on("end", () => res.end(`${req.method} over TLS: ${Buffer.concat(chunks)}`));
+});
+let tlsBase = "";
 
 beforeAll(async () => {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const { port } = server.address() as AddressInfo;
   base = `http://127.0.0.1:${port}`;
   other = `http://localhost:${port}`;
+  await new Promise<void>((r) => tls.listen(0, "127.0.0.1", r));
+  tlsBase = `https://127.0.0.1:${(tls.address() as AddressInfo).port}`;
 });
 afterAll(() => {
-  server.closeAllConnections();
-  server.close();
+  for (const s of [server, tls]) (s.closeAllConnections(), s.close());
 });
 
 function route(path: string, h: Handler): string {
@@ -164,9 +179,23 @@ describe.each(clients)("%s", (_name, f) => {
     const head = await f(url, { method: "HEAD" });
     expect([head.status, head.body, head.headers.get("content-length")]).toEqual([200, null, "5"]);
   });
+  it("refuses a certificate the machine does not trust", async () => {
+    const e = (await failure(f(`${tlsBase}/`))) as TypeError;
+    expect([e.constructor, e.message, (e.cause as NodeJS.ErrnoException).code]).toEqual([TypeError, "fetch failed", "DEPTH_ZERO_SELF_SIGNED_CERT"]);
+  });
 });
 
 describe("the harness's http fetch", () => {
+  it("speaks https to a server whose certificate the process trusts (NODE_EXTRA_CA_CERTS)", async () => {
+    const module = new URL("../../runner-host/reference-harness/http-fetch.ts", import.meta.url).href;
+    const script = `const { httpFetch } = await import(${JSON.stringify(module)});
+      const f = httpFetch(() => Promise.reject(new Error("the fallback was called")));
+      const r = await f(process.argv[1], { method: "POST", body: "{}" });
+      console.log(JSON.stringify([r.status, r.url, await r.text()]));`;
+    const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script, `${tlsBase}/tls`], { env: { PATH: process.env.PATH, NODE_EXTRA_CA_CERTS: TLS_CERT } });
+    expect(JSON.parse(stdout)).toEqual([200, `${tlsBase}/tls`, "POST over TLS: {}"]);
+  });
+
   it("keeps the connection alive between requests", async () => {
     const url = route("/ka", (_req, _body, res) => res.end("ok"));
     const f = httpFetch(noFallback);
