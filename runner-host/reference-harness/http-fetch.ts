@@ -56,7 +56,12 @@ type Plain = { url: URL; method: string; headers: Record<string, string>; body: 
 
 export function httpFetch(fallback: typeof fetch): typeof fetch {
   return (input, init) => {
-    const plain = plainRequest(input, init);
+    let plain: Plain | undefined;
+    try {
+      plain = plainRequest(input, init);
+    } catch (e) {
+      return Promise.reject(e); // headers fetch refuses: a rejection, as from fetch, never a throw
+    }
     return plain ? send(plain, init?.signal ?? undefined, 0) : fallback(input, init);
   };
 }
@@ -73,6 +78,7 @@ function plainRequest(input: Parameters<typeof fetch>[0], init: RequestInit = {}
   }
   if ((url.protocol !== "http:" && url.protocol !== "https:") || url.username || url.password) return undefined;
   const method = normalMethod(init.method ?? "GET");
+  if (method === undefined) return undefined;
   const raw = init.body ?? null;
   let body: string | Uint8Array | null;
   let type: string | undefined;
@@ -94,9 +100,11 @@ function plainRequest(input: Parameters<typeof fetch>[0], init: RequestInit = {}
   return { url, method, headers, body, redirect: init.redirect ?? "follow" };
 }
 
-function normalMethod(m: string): string {
+/** The method as fetch sends it (it upper-cases these six only), or undefined for any other: the fallback's. */
+function normalMethod(m: string): string | undefined {
   const upper = m.toUpperCase();
-  return ["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH"].includes(upper) ? upper : m;
+  if (["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT"].includes(upper)) return upper;
+  return m === "PATCH" ? m : undefined;
 }
 
 function send(r: Plain, signal: AbortSignal | undefined, redirects: number): Promise<Response> {

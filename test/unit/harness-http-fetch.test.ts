@@ -179,6 +179,13 @@ describe.each(clients)("%s", (_name, f) => {
     const head = await f(url, { method: "HEAD" });
     expect([head.status, head.body, head.headers.get("content-length")]).toEqual([200, null, "5"]);
   });
+  it("rejects a header fetch refuses with a TypeError, sending nothing", async () => {
+    let sent = 0;
+    const url = route("/never", (_req, _body, res) => (sent++, res.end()));
+    expect(await failure(f(url, { headers: { "x-bad": "a\nb" } }))).toBeInstanceOf(TypeError);
+    expect(sent).toBe(0);
+  });
+
   it("refuses a certificate the machine does not trust", async () => {
     const e = (await failure(f(`${tlsBase}/`))) as TypeError;
     expect([e.constructor, e.message, (e.cause as NodeJS.ErrnoException).code]).toEqual([TypeError, "fetch failed", "DEPTH_ZERO_SELF_SIGNED_CERT"]);
@@ -238,6 +245,7 @@ describe("the harness's http fetch", () => {
       ["http://user:pw@example.test/x", undefined],
       ["/relative", undefined],
       [`${base}/x`, { method: "GET", body: "not allowed" }],
+      [`${base}/x`, { method: "PROPFIND" }],
     ];
     for (const [input, init] of cases) expect(await (await f(input, init)).text()).toBe("fallback");
     expect(calls).toEqual(cases.map(([input, init]) => [input, init]));
