@@ -49,8 +49,12 @@ const NULL_BODY = new Set([101, 103, 204, 205, 304]);
 const REDIRECT = new Set([301, 302, 303, 307, 308]);
 /** Request headers that describe its body, dropped when a redirect turns it into a GET. */
 const BODY_HEADERS = ["content-type", "content-length", "content-encoding", "content-language", "content-location"];
-/** Options with no meaning outside a browser: taken and ignored, as the built-in fetch does. */
-const IGNORED = new Set(["method", "headers", "body", "signal", "redirect", "keepalive", "cache", "credentials", "mode", "referrer", "referrerPolicy", "duplex", "priority", "window"]);
+/**
+ * The `init` options this client takes: the first five it follows, the rest mean nothing outside a
+ * browser and are ignored, as by the built-in fetch. Any other option (`dispatcher`, `integrity`)
+ * sends the request to the fallback.
+ */
+const TAKEN = new Set(["method", "headers", "body", "signal", "redirect", "keepalive", "cache", "credentials", "mode", "referrer", "referrerPolicy", "duplex", "priority", "window"]);
 
 type Plain = { url: URL; method: string; headers: Record<string, string>; body: string | Uint8Array | null; redirect: NonNullable<RequestInit["redirect"]> };
 
@@ -69,7 +73,7 @@ export function httpFetch(fallback: typeof fetch): typeof fetch {
 /** The request as this client sends it, or undefined when only the built-in fetch can. */
 function plainRequest(input: Parameters<typeof fetch>[0], init: RequestInit = {}): Plain | undefined {
   if (typeof input !== "string" && !(input instanceof URL)) return undefined;
-  if (Object.keys(init).some((k) => !IGNORED.has(k))) return undefined;
+  if (Object.keys(init).some((k) => !TAKEN.has(k))) return undefined;
   let url: URL;
   try {
     url = new URL(input);
