@@ -29,8 +29,7 @@
  */
 import { Agent } from "@mariozechner/pi-agent-core";
 import { resolveModel } from "../runner-host/reference-harness/model.ts";
-import { httpFetch } from "../runner-host/reference-harness/http-fetch.ts";
-import { watchedFetch } from "../runner-host/reference-harness/stream-end.ts";
+import { harnessFetch } from "../runner-host/reference-harness/stream-end.ts";
 import { anomalies, api, direct, harnessCommand, machine, ms, now, runBench, sleep, stackMemory, startBenchStack, startProvider, stats, tenantAuth } from "./lib.ts";
 import { benchArgs } from "./args.ts";
 
@@ -40,7 +39,7 @@ import { benchArgs } from "./args.ts";
  * round 3"), so "warm" means a session on a stack that has served this many turns.
  */
 // The library column's provider client uses the harness's fetch (the bench's own requests use node:http).
-globalThis.fetch = watchedFetch(httpFetch(globalThis.fetch));
+globalThis.fetch = harnessFetch(globalThis.fetch);
 
 const { warm: WARM, cold: COLD, warmup: WARMUP } = benchArgs({ warm: 200, cold: 20, warmup: 50 }, { warm: 3, cold: 1, warmup: 2 });
 const TEXT = "[[deltas 20]]";

@@ -29,13 +29,12 @@
  */
 import { Agent } from "@mariozechner/pi-agent-core";
 import { resolveModel } from "../runner-host/reference-harness/model.ts";
-import { httpFetch } from "../runner-host/reference-harness/http-fetch.ts";
-import { watchedFetch } from "../runner-host/reference-harness/stream-end.ts";
+import { harnessFetch } from "../runner-host/reference-harness/stream-end.ts";
 import { anomalies, api, trackCpu, direct, harnessCommand, machine, ms, now, runBench, scriptedText, startBenchStack, startProvider, stats } from "./lib.ts";
 import { benchArgs } from "./args.ts";
 
 // The library column's provider client uses the harness's fetch (the bench's own requests use node:http).
-globalThis.fetch = watchedFetch(httpFetch(globalThis.fetch));
+globalThis.fetch = harnessFetch(globalThis.fetch);
 
 const { n: N, reps: REPS } = benchArgs({ n: 20_000, reps: 5 }, { n: 2_000, reps: 1 });
 const TEXT = `[[deltas ${N} size=4]]`;

@@ -28,12 +28,11 @@ import { CommandError, OVERRIDABLE_APIS } from "./model.ts";
 import { idleCollector } from "./idle-gc.ts";
 import { OutputBatch } from "./out-batch.ts";
 import { Session, type RuntimeOptions } from "./session.ts";
-import { httpFetch } from "./http-fetch.ts";
-import { watchedFetch } from "./stream-end.ts";
+import { harnessFetch } from "./stream-end.ts";
 import { wantsWarmUp, warmUp } from "./warm-up.ts";
 
 // Before any provider client exists: they take the global fetch when they are made.
-globalThis.fetch = watchedFetch(httpFetch(globalThis.fetch));
+globalThis.fetch = harnessFetch(globalThis.fetch);
 
 const ENGINE = `pi-agent-core@${packageVersion("@mariozechner/pi-agent-core")}`;
 const CATALOG = `pi-ai@${packageVersion("@mariozechner/pi-ai")}`;

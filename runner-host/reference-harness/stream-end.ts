@@ -17,6 +17,7 @@
 import { setImmediate as loopTurn } from "node:timers/promises";
 import { concatBytes } from "../../src/shared/bytes.ts";
 import { LinePieces } from "./event-pieces.ts";
+import { httpFetch } from "./http-fetch.ts";
 
 /** Bytes of one read kept for the next, so a `"finish_reason": "` split between two is found. */
 const TAIL_BYTES = 64;
@@ -33,6 +34,15 @@ const PIECES_PER_TURN = 32;
 const isJsonSpace = (b: number | undefined) => b === 0x20 || b === 0x09 || b === 0x0a || b === 0x0d;
 
 export const CUT_SHORT = "the provider's stream ended before the reply finished (no finish_reason)";
+
+/**
+ * The fetch the harness installs for its provider clients: requests over Node's own HTTP client
+ * (./http-fetch.ts, `builtin` for what it does not take), answers relayed by `watchedFetch`. The
+ * benchmarks' library column installs the same, so both run one client.
+ */
+export function harnessFetch(builtin: typeof fetch): typeof fetch {
+  return watchedFetch(httpFetch(builtin));
+}
 
 export function watchedFetch(inner: typeof fetch): typeof fetch {
   return async (input, init) => {

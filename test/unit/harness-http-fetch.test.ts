@@ -165,12 +165,20 @@ describe.each(clients)("%s", (_name, f) => {
     expect([moved.url, await moved.json()]).toEqual([`${other}/seen-all`, { method: "GET", body: "", type: null, auth: null }]);
   });
 
-  it("returns a redirect itself with redirect \"manual\", rejects it with \"error\", and stops after 20", async () => {
-    const url = route("/loop", (_req, _body, res) => (res.writeHead(302, { location: "/loop" }), res.end()));
-    const manual = await f(url, { redirect: "manual" });
-    expect([manual.status, manual.headers.get("location")]).toEqual([302, "/loop"]);
-    expect(await failure(f(url, { redirect: "error" }))).toBeInstanceOf(TypeError);
-    expect(await failure(f(url))).toBeInstanceOf(TypeError);
+  it("returns a redirect itself with redirect \"manual\", rejects it with \"error\", and follows 20 in a row but not 21", async () => {
+    // /chain?n=k redirects k more times, then answers with how many it took.
+    route("/chain", (req, _body, res) => {
+      const n = Number(new URL(req.url!, base).searchParams.get("n"));
+      if (n === 0) return void res.end("arrived");
+      res.writeHead(302, { location: `/chain?n=${n - 1}` });
+      res.end();
+    });
+    const manual = await f(`${base}/chain?n=1`, { redirect: "manual" });
+    expect([manual.status, manual.headers.get("location")]).toEqual([302, "/chain?n=0"]);
+    expect(await failure(f(`${base}/chain?n=1`, { redirect: "error" }))).toBeInstanceOf(TypeError);
+    const twenty = await f(`${base}/chain?n=20`);
+    expect([twenty.url, twenty.redirected, await twenty.text()]).toEqual([`${base}/chain?n=0`, true, "arrived"]);
+    expect(await failure(f(`${base}/chain?n=21`))).toBeInstanceOf(TypeError);
   });
 
   it("answers 204 and HEAD with no body", async () => {
