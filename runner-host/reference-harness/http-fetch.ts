@@ -29,21 +29,9 @@ const MAX_REDIRECTS = 20;
 const IDLE_MS = 4_000;
 /** No bytes either way for this long fails the request or its body, ms: the built-in fetch's default. */
 const SILENCE_MS = 300_000;
-/**
- * The client per scheme, loaded at its first request: node:https brings TLS with it, and loading
- * both at the harness's start put ~28 ms before its `ready` (a process the built-in fetch would
- * have started without them; https is never loaded for a provider reached over http).
- */
-const clients = new Map<string, { request: typeof Request; agent: Agent }>();
-function client(protocol: string): { request: typeof Request; agent: Agent } {
-  let c = clients.get(protocol);
-  if (!c) {
-    const mod = process.getBuiltinModule(protocol === "https:" ? "node:https" : "node:http");
-    c = { request: mod.request, agent: new mod.Agent({ keepAlive: true, timeout: IDLE_MS }) };
-    clients.set(protocol, c);
-  }
-  return c;
-}
+/** How long a connection may stay quiet, ms; the defaults above, other values for tests at their edges. */
+export type Quiet = { idleMs: number; silenceMs: number };
+type Client = { request: typeof Request; agent: Agent };
 /** Statuses whose answer has no body (the fetch standard's null body statuses). */
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
 const REDIRECT = new Set([301, 302, 303, 307, 308]);
@@ -58,7 +46,22 @@ const TAKEN = new Set(["method", "headers", "body", "signal", "redirect", "keepa
 
 type Plain = { url: URL; method: string; headers: Record<string, string>; body: string | Uint8Array | null; redirect: NonNullable<RequestInit["redirect"]> };
 
-export function httpFetch(fallback: typeof fetch): typeof fetch {
+export function httpFetch(fallback: typeof fetch, quiet: Quiet = { idleMs: IDLE_MS, silenceMs: SILENCE_MS }): typeof fetch {
+  /**
+   * The client per scheme, loaded at its first request: node:https brings TLS with it, and loading
+   * both at the harness's start put ~28 ms before its `ready` (a process the built-in fetch would
+   * have started without them; https is never loaded for a provider reached over http).
+   */
+  const clients = new Map<string, Client>();
+  const client = (protocol: string): Client => {
+    let c = clients.get(protocol);
+    if (!c) {
+      const mod = process.getBuiltinModule(protocol === "https:" ? "node:https" : "node:http");
+      c = { request: mod.request, agent: new mod.Agent({ keepAlive: true, timeout: quiet.idleMs }) };
+      clients.set(protocol, c);
+    }
+    return c;
+  };
   return (input, init) => {
     let plain: Plain | undefined;
     try {
@@ -66,7 +69,7 @@ export function httpFetch(fallback: typeof fetch): typeof fetch {
     } catch (e) {
       return Promise.reject(e); // headers fetch refuses: a rejection, as from fetch, never a throw
     }
-    return plain ? send(plain, init?.signal ?? undefined, 0) : fallback(input, init);
+    return plain ? send(client, quiet.silenceMs, plain, init?.signal ?? undefined, 0) : fallback(input, init);
   };
 }
 
@@ -111,7 +114,7 @@ function normalMethod(m: string): string | undefined {
   return m === "PATCH" ? m : undefined;
 }
 
-function send(r: Plain, signal: AbortSignal | undefined, redirects: number): Promise<Response> {
+function send(client: (protocol: string) => Client, silenceMs: number, r: Plain, signal: AbortSignal | undefined, redirects: number): Promise<Response> {
   if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise<Response>((resolve, reject) => {
     const { request, agent } = client(r.url.protocol);
@@ -123,7 +126,7 @@ function send(r: Plain, signal: AbortSignal | undefined, redirects: number): Pro
     signal?.addEventListener("abort", onAbort, { once: true });
     const settled = () => signal?.removeEventListener("abort", onAbort);
     // The socket's timeout stays set while the body is read, so a silent body fails the same way.
-    req.setTimeout(SILENCE_MS, () => req.destroy(new Error(`no bytes for ${SILENCE_MS / 1000} s`)));
+    req.setTimeout(silenceMs, () => req.destroy(new Error(`no bytes for ${silenceMs / 1000} s`)));
     req.on("error", (cause) => (settled(), reject(new TypeError("fetch failed", { cause }))));
     req.on("response", (res) => {
       settled();
@@ -136,7 +139,7 @@ function send(r: Plain, signal: AbortSignal | undefined, redirects: number): Pro
       res.resume(); // drained, so the connection can be reused
       const next = redirected(r, status, location, redirects);
       if (next instanceof TypeError) return reject(next);
-      send(next, signal, redirects + 1).then(resolve, reject);
+      send(client, silenceMs, next, signal, redirects + 1).then(resolve, reject);
     });
     req.end(r.body ?? undefined);
   });

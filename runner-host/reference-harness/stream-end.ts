@@ -56,7 +56,10 @@ export function watchedFetch(inner: typeof fetch): typeof fetch {
     // The harness always asks for a stream: a 200 of anything else (a captive portal's page, a
     // whole JSON reply) would be read as an empty stream, an empty reply.
     const body = stream ? relayed(res.body, chat) : failed(res.body, `the provider answered 200 with ${JSON.stringify(type.slice(0, 64))}, not an event stream`);
-    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+    const relayedRes = new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+    // A Response made here has no `url` and is not `redirected`; an SDK may log or compare them.
+    Object.defineProperties(relayedRes, { url: { value: res.url }, redirected: { value: res.redirected } });
+    return relayedRes;
   };
 }
 

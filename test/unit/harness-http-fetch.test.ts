@@ -220,6 +220,60 @@ describe("the harness's http fetch", () => {
     expect(connections.length).toBe(before);
   });
 
+  it("closes a kept-alive connection once it was idle for its idle time, or the server's shorter Keep-Alive hint, and no sooner", async () => {
+    // An idle close is the client's: the server here would keep the connection for a minute.
+    const idleFor = async (f: typeof fetch, path: string, hint?: number): Promise<number> => {
+      let served = 0;
+      const closed = new Promise<number>((resolve) => {
+        route(path, (req, _body, res) => {
+          req.socket.once("end", () => resolve(performance.now() - served));
+          if (hint) res.setHeader("keep-alive", `timeout=${hint}`);
+          res.end("ok", () => (served = performance.now()));
+        });
+      });
+      await (await f(`${base}${path}`)).text();
+      return closed;
+    };
+    const keep = server.keepAliveTimeout;
+    server.keepAliveTimeout = 60_000;
+    try {
+      const idle = await idleFor(httpFetch(noFallback, { idleMs: 1_000, silenceMs: 60_000 }), "/idle");
+      expect(idle).toBeGreaterThanOrEqual(990);
+      expect(idle).toBeLessThan(2_500);
+      // A hint of 3 s: Node's agent closes 1 s before the server would, long before the idle time.
+      const hinted = await idleFor(httpFetch(noFallback, { idleMs: 30_000, silenceMs: 60_000 }), "/hinted", 3);
+      expect(hinted).toBeGreaterThanOrEqual(1_990);
+      expect(hinted).toBeLessThan(3_500);
+    } finally {
+      server.keepAliveTimeout = keep;
+    }
+  });
+
+  it("fails a request with no answer, and a body, after its silence time without a byte, and not while bytes still come", async () => {
+    // Silence 600 ms: gaps of 200 ms pass, gaps of 1.2 s (twice the silence) fail.
+    const f = httpFetch(noFallback, { idleMs: 4_000, silenceMs: 600 });
+    const late = route("/late", (_req, _body, res) => void setTimeout(() => res.end("too late"), 1_200));
+    const started = performance.now();
+    const err = (await failure(f(late))) as TypeError;
+    expect(performance.now() - started).toBeGreaterThanOrEqual(590);
+    expect([err.name, err.message, (err.cause as Error).message]).toEqual(["TypeError", "fetch failed", "no bytes for 0.6 s"]);
+
+    const stalls = route("/stalls", (_req, _body, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write("data: 1\n\n");
+      setTimeout(() => res.end("data: 2\n\n"), 1_200);
+    });
+    expect(((await failure((await f(stalls)).text())) as TypeError).message).toBe("terminated");
+
+    const trickles = route("/trickles", (_req, _body, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      let n = 0;
+      const next = () => (++n < 5 ? (res.write(`data: ${n}\n\n`), setTimeout(next, 200)) : res.end(`data: ${n}\n\n`));
+      setTimeout(next, 200);
+    });
+    expect(await (await f(trickles)).text()).toBe([1, 2, 3, 4, 5].map((n) => `data: ${n}\n\n`).join(""));
+  });
+
   it("hands an answer on one socket read at a time, not one piece per HTTP chunk", async () => {
     const url = route("/many", (_req, _body, res) => {
       res.writeHead(200, { "content-type": "text/event-stream" });

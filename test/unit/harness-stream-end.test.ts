@@ -43,6 +43,18 @@ describe("the harness's finish watch on a Chat Completions stream", () => {
   });
 });
 
+describe("the harness's relayed answer", () => {
+  it("keeps the status, headers, final URL and redirected flag of the answer it relays", async () => {
+    const inner = (async () => {
+      const res = new Response("data: {}\n\n", { status: 200, statusText: "Fine", headers: { "content-type": "text/event-stream", "x-request-id": "r1" } });
+      return Object.defineProperties(res, { url: { value: "http://provider.test/v2/messages" }, redirected: { value: true } });
+    }) as unknown as typeof fetch;
+    const res = await watchedFetch(inner)("http://provider.test/v1/messages", { method: "POST" });
+    expect([res.status, res.statusText, res.headers.get("x-request-id"), res.url, res.redirected]).toEqual([200, "Fine", "r1", "http://provider.test/v2/messages", true]);
+    expect(await res.text()).toBe("data: {}\n\n");
+  });
+});
+
 describe("the harness's fetch and the event loop", () => {
   it("a long reply already received is handed on with turns of the event loop between its pieces (stdin, timers, other sessions' output go on)", async () => {
     // Three 64 KiB reads, all queued before the SDK reads any: a fast provider and a busy harness.
