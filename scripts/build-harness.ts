@@ -19,7 +19,8 @@
  */
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { isDeepStrictEqual } from "node:util";
 import { build, stop, type BuildOptions, type Plugin } from "esbuild";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -54,6 +55,26 @@ const BUNDLED = /^(@mariozechner\/pi-(ai|agent-core)|typebox|zod|partial-json|op
  * build fails if the line is gone (a pi-ai upgrade must be looked at, not silently mis-built).
  */
 const BEDROCK_CALL = 'importNodeOnlyProvider("./amazon-bedrock.js")';
+
+/**
+ * pi-ai's model catalog (~550 KB of source) is one object literal, which every harness process
+ * parses at start: V8's parser holds ~4.6 MiB of compile memory for it at once, and in about one
+ * process start in eight the C heap kept that peak for good (+4.3 MiB RSS; bench/RESULTS.md
+ * "Twenty-second session"). Bundled as `JSON.parse` of one string literal, the same data is read
+ * by the JSON parser, which builds the objects without that syntax tree. Only a catalog that is
+ * exactly JSON data (`MODELS` and nothing else exported; no function, `undefined` or non-finite
+ * number, checked by a round trip) is rewritten; anything else fails the build.
+ */
+const CATALOG = /@mariozechner\/pi-ai\/dist\/models\.generated\.js$/;
+export async function catalogAsJson(file: string): Promise<string> {
+  const mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  const json = JSON.stringify(mod.MODELS);
+  if (Object.keys(mod).join() !== "MODELS" || json === undefined || !isDeepStrictEqual(JSON.parse(json), mod.MODELS)) {
+    throw new Error(`${file}: not a catalog of plain JSON data; review scripts/build-harness.ts`);
+  }
+  return `export const MODELS = JSON.parse(${JSON.stringify(json)});\n`;
+}
+
 const packages: Plugin = {
   name: "harness-packages",
   setup(b) {
@@ -63,6 +84,7 @@ const packages: Plugin = {
       if (!text.includes(BEDROCK_CALL)) throw new Error(`${a.path}: ${BEDROCK_CALL} not found; review scripts/build-harness.ts`);
       return { contents: text.replace(BEDROCK_CALL, 'import("./amazon-bedrock.js")'), loader: "js" };
     });
+    b.onLoad({ filter: CATALOG }, async (a) => ({ contents: await catalogAsJson(a.path), loader: "js" }));
   },
 };
 

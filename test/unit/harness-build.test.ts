@@ -4,13 +4,13 @@
  * that it keeps the stdout guard ahead of every library, and that it talks to each provider
  * transport exactly as the `.ts` sources do.
  */
-import { chmodSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
-import { HARNESS_DIST, REFERENCE_HARNESS_COMMAND, staleFiles } from "../../scripts/build-harness.ts";
+import { catalogAsJson, HARNESS_DIST, REFERENCE_HARNESS_COMMAND, staleFiles } from "../../scripts/build-harness.ts";
 import { EventLog, ok, REPO, startHarness } from "./harness-helpers.ts";
 
 /** Static imports of a built module (`import"./x.mjs"`, `import{a}from"./x.mjs"`), not `import("…")`. */
@@ -77,6 +77,40 @@ describe("the built reference harness", () => {
     } finally {
       rmSync(hook, { force: true });
       await provider.close();
+    }
+  });
+});
+
+describe("the built reference harness's model catalog", () => {
+  const catalogFile = join(REPO, "node_modules/@mariozechner/pi-ai/dist/models.generated.js");
+
+  it("is pi-ai's catalog, bundled as one JSON string the JSON parser reads instead of an object literal", async () => {
+    const { MODELS } = (await import(pathToFileURL(catalogFile).href)) as { MODELS: unknown };
+    const text = await catalogAsJson(catalogFile);
+    const rebuilt = (await import(`data:text/javascript,${encodeURIComponent(text)}`)) as { MODELS: unknown };
+    expect(rebuilt.MODELS).toStrictEqual(MODELS);
+    const chunks = readdirSync(join(HARNESS_DIST, "chunks")).map((f) => readFileSync(join(HARNESS_DIST, "chunks", f), "utf8"));
+    expect(chunks.filter((c) => c.includes(`JSON.parse('{"amazon-bedrock":`))).toHaveLength(1);
+    expect(chunks.filter((c) => c.includes('"amazon-bedrock":{id:'))).toEqual([]);
+  });
+
+  it("fails the build for a catalog that is not plain JSON data, rather than changing it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-catalog-"));
+    try {
+      const cases = {
+        "undefined.mjs": "export const MODELS = { a: { maxTokens: undefined } };",
+        "function.mjs": "export const MODELS = { a: { cost: () => 1 } };",
+        "infinity.mjs": "export const MODELS = { a: { contextWindow: Infinity } };",
+        "more.mjs": "export const MODELS = {}; export const EXTRA = 1;",
+      };
+      for (const [name, source] of Object.entries(cases)) {
+        writeFileSync(join(dir, name), source);
+        await expect(catalogAsJson(join(dir, name)), name).rejects.toThrow(/not a catalog of plain JSON data/);
+      }
+      writeFileSync(join(dir, "plain.mjs"), 'export const MODELS = { "a": { "id": "a", "n": 1.5, "on": false, "in": ["text"] } };');
+      expect(await catalogAsJson(join(dir, "plain.mjs"))).toBe(`export const MODELS = JSON.parse(${JSON.stringify('{"a":{"id":"a","n":1.5,"on":false,"in":["text"]}}')});\n`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
