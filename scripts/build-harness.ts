@@ -75,6 +75,16 @@ export async function catalogAsJson(file: string): Promise<string> {
   return `export const MODELS = JSON.parse(${JSON.stringify(json)});\n`;
 }
 
+/**
+ * zod's error messages in ~50 languages (267 KB of the 470 KB chunk every harness process loads,
+ * and what makes that chunk's source text two bytes per character in V8). Nothing in the harness
+ * or the libraries it bundles selects a locale (zod's own `config(en())` imports English
+ * directly), so `z.locales` keeps English only. The build fails if zod's locale index no longer
+ * exports `en` as this expects.
+ */
+const ZOD_LOCALES = /zod\/v4\/locales\/index\.js$/;
+const ZOD_EN = 'export { default as en } from "./en.js";';
+
 const packages: Plugin = {
   name: "harness-packages",
   setup(b) {
@@ -85,6 +95,10 @@ const packages: Plugin = {
       return { contents: text.replace(BEDROCK_CALL, 'import("./amazon-bedrock.js")'), loader: "js" };
     });
     b.onLoad({ filter: CATALOG }, async (a) => ({ contents: await catalogAsJson(a.path), loader: "js" }));
+    b.onLoad({ filter: ZOD_LOCALES }, (a) => {
+      if (!readFileSync(a.path, "utf8").split("\n").includes(ZOD_EN)) throw new Error(`${a.path}: ${ZOD_EN} not found; review scripts/build-harness.ts`);
+      return { contents: `${ZOD_EN}\n`, loader: "js" };
+    });
   },
 };
 

@@ -10,7 +10,8 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
-import { catalogAsJson, HARNESS_DIST, REFERENCE_HARNESS_COMMAND, staleFiles } from "../../scripts/build-harness.ts";
+import { build, stop } from "esbuild";
+import { BUILD_OPTIONS, catalogAsJson, HARNESS_DIST, REFERENCE_HARNESS_COMMAND, staleFiles } from "../../scripts/build-harness.ts";
 import { EventLog, ok, REPO, startHarness } from "./harness-helpers.ts";
 
 /** Static imports of a built module (`import"./x.mjs"`, `import{a}from"./x.mjs"`), not `import("…")`. */
@@ -112,6 +113,15 @@ describe("the built reference harness's model catalog", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("the built reference harness's zod", () => {
+  it("carries zod's English messages only (nothing in the harness or its libraries selects another locale)", async () => {
+    const result = await build({ ...BUILD_OPTIONS, metafile: true });
+    await stop();
+    const locales = Object.keys(result.metafile!.inputs).filter((f) => f.includes("zod/v4/locales/")).map((f) => f.replace(/^.*zod\/v4\/locales\//, ""));
+    expect(locales.sort()).toEqual(["en.js", "index.js"]);
   });
 });
 
