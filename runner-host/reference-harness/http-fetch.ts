@@ -17,10 +17,10 @@
  * `Authorization` is dropped across origins; `redirect: "manual"` and `"error"` honoured), gzip,
  * deflate, Brotli and zstd answers are decoded, and `url`/`redirected` name where it ended.
  * Connections are kept alive between requests like the built-in fetch's (an idle one closes after
- * 4 s or the server's shorter `Keep-Alive` hint), and a request or body with no bytes for 300 s
+ * 4 s, or a second before a shorter `Keep-Alive: timeout` the server sent), and a request or body with no bytes for 300 s
  * fails, the built-in fetch's own defaults.
  */
-import type { Agent, IncomingHttpHeaders, IncomingMessage, request as Request } from "node:http";
+import type { Agent, IncomingMessage, request as Request } from "node:http";
 import { pipeline, type Readable } from "node:stream";
 
 /** Redirects followed per request, at most: the fetch standard's limit. */
@@ -180,18 +180,25 @@ function answer(res: IncomingMessage, r: Plain, wasRedirected: boolean, signal: 
   if (empty) res.resume();
   let response: Response;
   try {
-    response = new Response(empty ? null : webBody(decoded(res, res.headers), res, signal), { status, statusText: res.statusMessage ?? "", headers });
+    response = new Response(empty ? null : webBody(decoded(res), res, signal), { status, statusText: res.statusMessage ?? "", headers });
   } catch (cause) {
     res.destroy();
     return new TypeError("fetch failed", { cause }); // a status outside 200–599
   }
-  Object.defineProperties(response, { url: { value: r.url.href }, redirected: { value: wasRedirected } });
-  return response;
+  return located(response, r.url.href, wasRedirected);
+}
+
+/**
+ * `res` with the `url` and `redirected` of the answer it stands for: a Response made by `new
+ * Response` has neither, and an SDK may log or compare them.
+ */
+export function located(res: Response, url: string, redirected: boolean): Response {
+  return Object.defineProperties(res, { url: { value: url }, redirected: { value: redirected } });
 }
 
 /** The body with its content codings undone (the last applied first); unknown codings stay. */
-function decoded(res: IncomingMessage, h: IncomingHttpHeaders): Readable {
-  const codings = (h["content-encoding"] ?? "").toLowerCase().split(",").map((c) => c.trim()).filter((c) => c && c !== "identity").reverse();
+function decoded(res: IncomingMessage): Readable {
+  const codings = (res.headers["content-encoding"] ?? "").toLowerCase().split(",").map((c) => c.trim()).filter((c) => c && c !== "identity").reverse();
   if (codings.length === 0) return res;
   const zlib = process.getBuiltinModule("node:zlib"); // loaded only when a provider compresses
   const sync = { flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH };
@@ -221,10 +228,15 @@ function webBody(src: Readable, res: IncomingMessage, signal: AbortSignal | unde
     w?.();
   };
   let controller!: ReadableStreamDefaultController<Uint8Array>;
-  const fail = (reason: unknown) => {
-    if (done) return;
+  /** Marks the body finished once; false when it already was. */
+  const finish = (): boolean => {
+    if (done) return false;
     done = true;
     signal?.removeEventListener("abort", onAbort);
+    return true;
+  };
+  const fail = (reason: unknown) => {
+    if (!finish()) return;
     src.destroy();
     res.destroy();
     controller.error(reason);
@@ -240,9 +252,7 @@ function webBody(src: Readable, res: IncomingMessage, signal: AbortSignal | unde
         // A connection closed before the answer's end is an error here (`aborted`), never an end.
         src.on("error", (cause) => fail(new TypeError("terminated", { cause })));
         src.on("end", () => {
-          if (done) return;
-          done = true;
-          signal?.removeEventListener("abort", onAbort);
+          if (!finish()) return;
           c.close();
           wake();
         });
@@ -260,8 +270,7 @@ function webBody(src: Readable, res: IncomingMessage, signal: AbortSignal | unde
         });
       },
       cancel() {
-        done = true;
-        signal?.removeEventListener("abort", onAbort);
+        finish();
         src.destroy();
         res.destroy();
       },

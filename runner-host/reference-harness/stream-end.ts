@@ -17,7 +17,7 @@
 import { setImmediate as loopTurn } from "node:timers/promises";
 import { concatBytes } from "../../src/shared/bytes.ts";
 import { LinePieces } from "./event-pieces.ts";
-import { httpFetch } from "./http-fetch.ts";
+import { httpFetch, located } from "./http-fetch.ts";
 
 /** Bytes of one read kept for the next, so a `"finish_reason": "` split between two is found. */
 const TAIL_BYTES = 64;
@@ -56,10 +56,7 @@ export function watchedFetch(inner: typeof fetch): typeof fetch {
     // The harness always asks for a stream: a 200 of anything else (a captive portal's page, a
     // whole JSON reply) would be read as an empty stream, an empty reply.
     const body = stream ? relayed(res.body, chat) : failed(res.body, `the provider answered 200 with ${JSON.stringify(type.slice(0, 64))}, not an event stream`);
-    const relayedRes = new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
-    // A Response made here has no `url` and is not `redirected`; an SDK may log or compare them.
-    Object.defineProperties(relayedRes, { url: { value: res.url }, redirected: { value: res.redirected } });
-    return relayedRes;
+    return located(new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers }), res.url, res.redirected);
   };
 }
 
