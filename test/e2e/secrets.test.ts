@@ -116,8 +116,10 @@ describe("secrets", () => {
     await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "interrupted", 30_000);
     await req("POST", `/sessions/${id}/resume`, { token: MANAGE });
     // A slow turn, a second message queued, a third refused (queue 1), then an interrupt.
-    await req("POST", `/sessions/${id}/events`, { token: MANAGE, body: { type: "user.message", text: "[[deltas 200 size=2]] [[delay 20]]" } });
-    await req("POST", `/sessions/${id}/events`, { token: MANAGE, body: { type: "user.message", text: "queued" } });
+    const slow = await req("POST", `/sessions/${id}/events`, { token: MANAGE, body: { type: "user.message", text: "[[deltas 200 size=2]] [[delay 20]]" } });
+    // Running, not still waiting for the resumed session's harness to open it: only then is the next one "queued".
+    await sse.waitFor((f) => f.event === "assistant.delta" && f.json.input_id === slow.body.id, 30_000);
+    expect((await req("POST", `/sessions/${id}/events`, { token: MANAGE, body: { type: "user.message", text: "queued" } })).status).toBe(202);
     expect((await req("POST", `/sessions/${id}/events`, { token: MANAGE, body: { type: "user.message", text: "refused" } })).status).toBe(429);
     await req("POST", `/sessions/${id}/events`, { token: MANAGE, body: { type: "user.interrupt" } });
     await sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "interrupted" && f.id !== undefined && f.json.cursor !== m1.body.cursor, 30_000);
