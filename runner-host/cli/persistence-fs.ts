@@ -5,10 +5,11 @@
  *
  * Immutable objects are created atomically: written to a temporary file, then hard-linked into
  * place (the link fails if the name exists, so a re-upload after a crash leaves the first copy),
- * so a reader never sees a partial file.
+ * so a reader never sees a partial file. `GET /list?prefix=<key prefix>` answers `{"keys": [...]}`,
+ * every object whose key starts with the prefix (temporary files are not objects).
  */
 import { randomBytes } from "node:crypto";
-import { link, readFile, rename, unlink, writeFile } from "node:fs/promises";
+import { link, readdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { makeDirs } from "./data-dir-usable.ts";
 
@@ -16,11 +17,10 @@ export function persistenceFsHandler(directory: string): (request: Request) => P
   const root = path.resolve(directory);
   return async (request) => {
     const url = new URL(request.url);
+    if (url.pathname === "/list" && request.method === "GET") return list(root, url.searchParams.get("prefix") ?? "");
     if (!url.pathname.startsWith("/o/")) return new Response("no such route", { status: 404 });
     const segments = url.pathname.slice(3).split("/").map(decodeURIComponent);
-    if (segments.some((s) => s === "" || s === "." || s === ".." || s.includes("/") || s.includes("\\") || s.includes("\0"))) {
-      return new Response("invalid key", { status: 400 });
-    }
+    if (!segments.every(validSegment)) return new Response("invalid key", { status: 400 });
     const file = path.join(root, ...segments);
     try {
       switch (request.method) {
@@ -65,4 +65,30 @@ export function persistenceFsHandler(directory: string): (request: Request) => P
       return new Response(`filesystem error: ${(e as NodeJS.ErrnoException).code ?? "unknown"}`, { status: 500 });
     }
   };
+}
+
+function validSegment(s: string): boolean {
+  return !(s === "" || s === "." || s === ".." || s.includes("/") || s.includes("\\") || s.includes("\0"));
+}
+
+/** What a create writes first (`<file>.<12 hex>.tmp`) and links into place: never an object. */
+const TEMPORARY = /\.[0-9a-f]{12}\.tmp$/;
+
+/** The keys under the prefix's folder that start with the prefix; a missing folder has none. */
+async function list(root: string, prefix: string): Promise<Response> {
+  const segments = prefix.split("/");
+  const last = segments.pop()!;
+  if (!segments.every(validSegment) || last.includes("\\") || last.includes("\0")) return new Response("invalid prefix", { status: 400 });
+  const folder = path.join(root, ...segments);
+  try {
+    const entries = await readdir(folder, { recursive: true, withFileTypes: true });
+    const keys = entries
+      .filter((e) => e.isFile() && !TEMPORARY.test(e.name))
+      .map((e) => path.relative(root, path.join(e.parentPath, e.name)).split(path.sep).join("/"))
+      .filter((k) => k.startsWith(prefix));
+    return Response.json({ keys });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return Response.json({ keys: [] });
+    return new Response(`filesystem error: ${(e as NodeJS.ErrnoException).code ?? "unknown"}`, { status: 500 });
+  }
 }

@@ -5,9 +5,10 @@
  * such binding, which is why `svc deploy` refuses this provider.
  *
  * Wire: `PUT /o/<key>` (header `If-None-Match: *` to create only), `GET /o/<key>`,
- * `DELETE /o/<key>`; 404 for a missing object, 5xx with a message for a failure.
+ * `DELETE /o/<key>`, `GET /list?prefix=<prefix>` (`{"keys": [...]}`, one answer: the files are
+ * local); 404 for a missing object, 5xx with a message for a failure.
  */
-import { answerBytes, callFailure, httpFailure, STORE_REQUEST_MS, type ObjectStore } from "./store.ts";
+import { answerBytes, callFailure, decoder, httpFailure, STORE_REQUEST_MS, StoreError, type ObjectStore } from "./store.ts";
 
 export const FS_BINDING = "PERSISTENCE_FS";
 
@@ -22,9 +23,8 @@ export class FsStore implements ObjectStore {
     this.#service = service;
   }
 
-  async #send(key: string, init: RequestInit): Promise<Response> {
+  async #send(key: string, init: RequestInit, url = `http://persistence-fs/o/${key.split("/").map(encodeURIComponent).join("/")}`): Promise<Response> {
     try {
-      const url = `http://persistence-fs/o/${key.split("/").map(encodeURIComponent).join("/")}`;
       return await this.#service.fetch(url, { ...init, signal: AbortSignal.timeout(STORE_REQUEST_MS) });
     } catch (e) {
       throw callFailure(`filesystem ${init.method} ${key}`, e, STORE_REQUEST_MS);
@@ -57,5 +57,13 @@ export class FsStore implements ObjectStore {
     const res = await this.#send(key, { method: "DELETE" });
     if (res.ok || res.status === 404) return void (await res.body?.cancel());
     throw await httpFailure(`filesystem delete ${key}`, res);
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    const res = await this.#send(`${prefix} (list)`, { method: "GET" }, `http://persistence-fs/list?${new URLSearchParams({ prefix })}`);
+    if (!res.ok) throw await httpFailure(`filesystem list ${prefix}`, res);
+    const body = JSON.parse(decoder.decode(await answerBytes(`filesystem list ${prefix}`, res, STORE_REQUEST_MS))) as { keys?: unknown };
+    if (!Array.isArray(body.keys) || !body.keys.every((k) => typeof k === "string")) throw new StoreError(`filesystem list ${prefix}: an answer without keys`);
+    return body.keys;
   }
 }

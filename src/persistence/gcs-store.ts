@@ -10,7 +10,7 @@
  */
 import * as z from "zod";
 import { fromBase64, toBase64Url } from "../shared/base64.ts";
-import { answerBytes, callFailure, encoder, httpFailure, STORE_REQUEST_MS, StoreError, type ObjectStore } from "./store.ts";
+import { answerBytes, callFailure, decoder, encoder, httpFailure, LIST_PAGE, STORE_REQUEST_MS, StoreError, type ObjectStore } from "./store.ts";
 
 const API = "https://storage.googleapis.com";
 const SCOPE = "https://www.googleapis.com/auth/devstorage.read_write";
@@ -46,11 +46,13 @@ export class GcsStore implements ObjectStore {
   readonly #account: ServiceAccount | undefined;
   #token: { value: string; until: number } | undefined;
   readonly #timeoutMs: number;
+  readonly #page: number;
 
-  /** `timeoutMs`: bound on each call, answer included (default STORE_REQUEST_MS). */
-  constructor(o: { bucket: string; credential?: string; emulator?: string; timeoutMs?: number }) {
+  /** `timeoutMs`: bound on each call, answer included (default STORE_REQUEST_MS); `listPage`: keys per list call (default LIST_PAGE). */
+  constructor(o: { bucket: string; credential?: string; emulator?: string; timeoutMs?: number; listPage?: number }) {
     this.#bucket = o.bucket;
     this.#timeoutMs = o.timeoutMs ?? STORE_REQUEST_MS;
+    this.#page = o.listPage ?? LIST_PAGE;
     this.#api = (o.emulator ? (/^https?:\/\//.test(o.emulator) ? o.emulator : `http://${o.emulator}`) : API).replace(/\/+$/, "");
     this.#account = o.credential ? ServiceAccountSchema.parse(JSON.parse(o.credential)) : undefined;
   }
@@ -107,7 +109,36 @@ export class GcsStore implements ObjectStore {
     if (res.ok || res.status === 404) return void (await res.body?.cancel());
     throw await httpFailure(`gcs delete ${key}`, res);
   }
+
+  /** `objects.list`, page after page (`pageToken`), names only. */
+  async list(prefix: string): Promise<string[]> {
+    const keys: string[] = [];
+    let token: string | undefined;
+    do {
+      const q = new URLSearchParams({ prefix, maxResults: String(this.#page), fields: "items(name),nextPageToken" });
+      if (token) q.set("pageToken", token);
+      const url = `${this.#api}/storage/v1/b/${encodeURIComponent(this.#bucket)}/o?${q}`;
+      const res = await this.#send(`list ${prefix}`, url, { method: "GET" });
+      if (!res.ok) throw await httpFailure(`gcs list ${prefix}`, res);
+      const text = decoder.decode(await answerBytes(`gcs list ${prefix}`, res, this.#timeoutMs));
+      const page = ListPageSchema.safeParse(parsedOrNull(text));
+      if (!page.success) throw new StoreError(`gcs list ${prefix}: an answer that is not a page of objects`);
+      for (const o of page.data.items ?? []) keys.push(o.name);
+      token = page.data.nextPageToken;
+    } while (token);
+    return keys;
+  }
 }
+
+function parsedOrNull(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+const ListPageSchema = z.looseObject({ items: z.array(z.looseObject({ name: z.string() })).optional(), nextPageToken: z.string().min(1).optional() });
 
 /** OAuth 2.0 JWT bearer grant (RFC 7523) with the service account's RS256 key. */
 async function fetchToken(a: ServiceAccount, timeoutMs: number): Promise<{ value: string; until: number }> {

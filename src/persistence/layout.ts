@@ -59,4 +59,24 @@ export class Layout {
   latest(): string {
     return `${this.#root}latest.json`;
   }
+
+  /** The session's folder: every key above starts with it. */
+  folder(): string {
+    return this.#root;
+  }
+
+  /** What a key in the session's folder is, by the forms above; undefined for any other key. */
+  kindOf(key: string): StoredObject | undefined {
+    if (!key.startsWith(this.#root)) return undefined;
+    const rest = key.slice(this.#root.length);
+    if (rest === "latest.json") return { kind: "latest" };
+    if (/^blocks\/\d{16}-\d{16}-[0-9a-f]{16}\.ndjson$/.test(rest)) return { kind: "block" };
+    if (/^native\/[0-9a-f]{32}\.ndjson$/.test(rest)) return { kind: "native" };
+    const checkpoint = /^checkpoints\/([0-9a-f]{32})\.json$/.exec(rest);
+    return checkpoint ? { kind: "checkpoint", checkpoint: checkpoint[1]! } : undefined;
+  }
 }
+
+export type StoredObject =
+  | { kind: "latest" | "block" | "native" }
+  | { kind: "checkpoint"; checkpoint: string };

@@ -1,19 +1,23 @@
 /** `r2` through the Worker's R2 binding (`PERSISTENCE`), when the deployment binds a bucket. */
-import { callFailure, STORE_REQUEST_MS, type ObjectStore } from "./store.ts";
+import { callFailure, LIST_PAGE, STORE_REQUEST_MS, type ObjectStore } from "./store.ts";
 
 /** What the store needs of an R2 bucket binding (a Worker `R2Bucket`). */
 export type R2BucketLike = {
   put(key: string, value: Uint8Array, options: { onlyIf?: Headers; httpMetadata: { contentType: string } }): Promise<unknown>;
   get(key: string): Promise<{ arrayBuffer(): Promise<ArrayBuffer> } | null>;
   delete(key: string): Promise<void>;
+  list(options: { prefix: string; limit: number; cursor?: string }): Promise<{ objects: { key: string }[]; truncated: boolean; cursor?: string }>;
 };
 
 export class R2Store implements ObjectStore {
   readonly kind = "r2";
   readonly #bucket: R2BucketLike;
+  readonly #page: number;
 
-  constructor(bucket: R2BucketLike) {
+  /** `listPage`: keys per list call (LIST_PAGE unless a test asks for pages of its own size). */
+  constructor(bucket: R2BucketLike, listPage = LIST_PAGE) {
     this.#bucket = bucket;
+    this.#page = listPage;
   }
 
   /** A binding call cannot be aborted; past STORE_REQUEST_MS it is left to finish and the call fails. */
@@ -48,5 +52,16 @@ export class R2Store implements ObjectStore {
 
   async delete(key: string): Promise<void> {
     await this.#call(`delete ${key}`, () => this.#bucket.delete(key));
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    const keys: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.#call(`list ${prefix}`, () => this.#bucket.list({ prefix, limit: this.#page, ...(cursor ? { cursor } : {}) }));
+      for (const o of page.objects) keys.push(o.key);
+      cursor = page.truncated ? page.cursor : undefined;
+    } while (cursor);
+    return keys;
   }
 }

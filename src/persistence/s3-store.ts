@@ -4,7 +4,7 @@
  * what R2's S3 endpoint and S3-compatible servers expect; virtual-hosted AWS addressing otherwise.
  */
 import { AwsClient } from "aws4fetch";
-import { answerBytes, callFailure, httpFailure, STORE_REQUEST_MS, type ObjectStore } from "./store.ts";
+import { answerBytes, callFailure, decoder, httpFailure, LIST_PAGE, STORE_REQUEST_MS, StoreError, type ObjectStore } from "./store.ts";
 
 export type S3Options = {
   kind: "s3" | "r2";
@@ -18,6 +18,8 @@ export type S3Options = {
   fetch?: (request: Request) => Promise<Response>;
   /** Bound on each call, answer included, ms (default STORE_REQUEST_MS). */
   timeoutMs?: number;
+  /** Keys per list call (default LIST_PAGE). */
+  listPage?: number;
 };
 
 export class S3Store implements ObjectStore {
@@ -26,10 +28,12 @@ export class S3Store implements ObjectStore {
   readonly #base: string;
   readonly #fetch: (request: Request) => Promise<Response>;
   readonly #timeoutMs: number;
+  readonly #page: number;
 
   constructor(o: S3Options) {
     this.kind = o.kind;
     this.#timeoutMs = o.timeoutMs ?? STORE_REQUEST_MS;
+    this.#page = o.listPage ?? LIST_PAGE;
     this.#fetch = o.fetch ?? ((request) => fetch(request));
     // With a custom endpoint aws4fetch cannot infer service and region from the host: pass both.
     this.#client = new AwsClient({
@@ -49,9 +53,9 @@ export class S3Store implements ObjectStore {
     return `${this.#base}/${key.split("/").map(encodeURIComponent).join("/")}`;
   }
 
-  async #send(key: string, init: RequestInit): Promise<Response> {
+  async #send(key: string, init: RequestInit, url = this.#url(key)): Promise<Response> {
     try {
-      const signed = await this.#client.sign(this.#url(key), init);
+      const signed = await this.#client.sign(url, init);
       return await this.#fetch(new Request(signed, { signal: AbortSignal.timeout(this.#timeoutMs) }));
     } catch (e) {
       throw callFailure(`${this.kind} ${init.method ?? "GET"} ${key}`, e, this.#timeoutMs);
@@ -86,4 +90,33 @@ export class S3Store implements ObjectStore {
     if (res.ok || res.status === 404) return void (await res.body?.cancel());
     throw await httpFailure(`${this.kind} DELETE ${key}`, res);
   }
+
+  /** ListObjectsV2, page after page (`continuation-token`). */
+  async list(prefix: string): Promise<string[]> {
+    const keys: string[] = [];
+    let token: string | undefined;
+    do {
+      const q = new URLSearchParams({ "list-type": "2", prefix, "max-keys": String(this.#page) });
+      if (token) q.set("continuation-token", token);
+      const res = await this.#send(`${prefix} (list)`, { method: "GET" }, `${this.#base}?${q}`);
+      if (!res.ok) throw await httpFailure(`${this.kind} list ${prefix}`, res);
+      const xml = decoder.decode(await answerBytes(`${this.kind} list ${prefix}`, res, this.#timeoutMs));
+      for (const m of xml.matchAll(/<Key>([^<]*)<\/Key>/g)) keys.push(xmlText(m[1]!));
+      const truncated = /<IsTruncated>\s*true\s*<\/IsTruncated>/.test(xml);
+      token = truncated ? xmlText(/<NextContinuationToken>([^<]*)<\/NextContinuationToken>/.exec(xml)?.[1] ?? "") : undefined;
+      if (truncated && !token) throw new StoreError(`${this.kind} list ${prefix}: a truncated page without a continuation token`);
+    } while (token);
+    return keys;
+  }
+}
+
+const ENTITIES: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'" };
+
+/** An XML element's text: the five named entities and numeric character references decoded. */
+export function xmlText(s: string): string {
+  return s.replace(/&(#x[0-9a-fA-F]+|#[0-9]+|[a-z]+);/g, (whole, e: string) => {
+    if (e.startsWith("#x")) return String.fromCodePoint(parseInt(e.slice(2), 16));
+    if (e.startsWith("#")) return String.fromCodePoint(parseInt(e.slice(1), 10));
+    return ENTITIES[e] ?? whole;
+  });
 }

@@ -24,6 +24,7 @@ import { Layout } from "./layout.ts";
 import { parseManifest } from "./manifest.ts";
 import { openStore } from "./open-store.ts";
 import type { ObjectStore } from "./store.ts";
+import { strays } from "./strays.ts";
 import { behind, Uploader, type Published, type SyncRow } from "./uploader.ts";
 
 /** docs/api.md "Flush, sync, restore": flush waits at most 30 s for what was local when it was called. */
@@ -380,8 +381,9 @@ export class SessionSync {
     const m = parseManifest(bytes);
     checkManifestFor(m, { id, tenant });
     const d = await download(store, m, layout);
+    const cutOff = await strays(store, layout, m, id);
     if (this.#state.row()) return true;
-    apply(this.#state, layout, m, d, "load", new Date().toISOString(), storageIdentity(p));
+    apply(this.#state, layout, m, d, "load", new Date().toISOString(), storageIdentity(p), cutOff);
     await this.changed();
     return true;
   }

@@ -1,7 +1,8 @@
 /**
  * The one interface every persistence provider implements (docs/configuration.md "Persistence"). The
  * uploader only ever creates immutable objects, overwrites one small pointer per session, reads
- * objects back for restore and load, and deletes what a restore cut off.
+ * objects back for restore and load, and deletes what a restore or a load cut off (a load finds
+ * that by listing the session's folder).
  */
 
 export interface ObjectStore {
@@ -18,7 +19,15 @@ export interface ObjectStore {
   get(key: string): Promise<Uint8Array | null>;
   /** Removes `key`; a missing key is success. */
   delete(key: string): Promise<void>;
+  /** Every key that starts with `prefix` (all pages, in no promised order). */
+  list(prefix: string): Promise<string[]>;
 }
+
+/**
+ * Keys asked for per list call: the most S3, R2 and GCS return in one page. Tests pass a smaller
+ * page to each provider to check that the pages are followed.
+ */
+export const LIST_PAGE = 1000;
 
 /**
  * How long one call to the provider may take, whole answer included, ms. An object is at most a

@@ -494,6 +494,53 @@ describe("persistence (filesystem)", () => {
     }
   });
 
+  it("a load deletes what storage holds past its checkpoint and nothing a stored checkpoint needs: a checkpoint beside latest.json stays restorable", async () => {
+    const s = await createSession(stack.url);
+    const c1 = await turn(stack.url, s, "one");
+    const c2 = await turn(stack.url, s, "two");
+    // A turn cut off after c2: its blocks are uploaded, and no checkpoint's manifest names them.
+    await post(`/sessions/${s.id}/events`, { type: "user.message", text: "[[hang]]" });
+    await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "running");
+    await post(`/sessions/${s.id}/events`, { type: "user.interrupt" });
+    await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "interrupted");
+    expect((await post(`/sessions/${s.id}/flush`)).body.pending).toBe(false);
+    s.sse.close();
+    // As if the deployment went away after publishing c2 but before latest.json named it: latest.json
+    // is c1's manifest. Plus a native object whose manifest was never written, and a file the
+    // layout does not name.
+    const folder = path.join(store, [...readTree(store).keys()].find((k) => k.includes(`/${s.id}/latest.json`))!.replace(/latest\.json$/, ""));
+    copyFileSync(path.join(folder, `checkpoints/${c1.id}.json`), path.join(folder, "latest.json"));
+    writeFileSync(path.join(folder, `native/${"e".repeat(32)}.ndjson`), "{}\n");
+    writeFileSync(path.join(folder, "notes.txt"), "kept");
+    const before = sessionObjects(s.id);
+    const named = (id: string) => {
+      const m = JSON.parse(before.get(`checkpoints/${id}.json`)!.toString()) as { history: { key: string }[]; checkpoints: { native: string }[] };
+      return [...m.history.map((b) => b.key), ...m.checkpoints.map((c) => c.native)].map((k) => k.slice(k.indexOf(`/${s.id}/`) + s.id.length + 2));
+    };
+    const needed = new Set([...named(c1.id), ...named(c2.id)]);
+    const tail = [...before.keys()].filter((k) => k.startsWith("blocks/") && !needed.has(k));
+    expect(tail.length).toBeGreaterThan(0);
+    const gone = new Set([...tail, `native/${"e".repeat(32)}.ndjson`]);
+
+    const fresh = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
+    try {
+      expect((await call(fresh.url, "GET", `/sessions/${s.id}`, { token: TOKEN })).body).toMatchObject({ status: "idle", checkpoint: c1 });
+      expect((await call(fresh.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
+      const after = sessionObjects(s.id);
+      for (const k of before.keys()) expect([k, after.has(k)]).toEqual([k, !gone.has(k)]);
+      // c2 is still whole in storage, so it can be restored to, and its conversation comes back.
+      const r = await call(fresh.url, "POST", `/sessions/${s.id}/restore`, { token: TOKEN, body: { checkpoint: c2.id } });
+      expect(r.status).toBe(200);
+      expect(r.body).toMatchObject({ status: "idle", checkpoint: c2 });
+      const sse = await openSse(`${fresh.url}/sessions/${s.id}/events`, { token: TOKEN });
+      await turn(fresh.url, { id: s.id, sse }, "three");
+      sse.close();
+      expect(lastConversation()).toEqual(["user:one", "assistant:echo: one", "user:two", "assistant:echo: two", "user:three"]);
+    } finally {
+      await fresh.stop();
+    }
+  });
+
   it("a closed session loads closed: storage holds its close, and close stays permanent on another deployment", async () => {
     const s = await createSession(stack.url);
     const first = await turn(stack.url, s, "before the close");

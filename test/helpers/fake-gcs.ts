@@ -7,8 +7,8 @@
  *   service account's public key, and a fresh access token is returned.
  * - `POST /upload/storage/v1/b/{b}/o?uploadType=media|multipart&name=…[&ifGenerationMatch=0]`
  * - `GET /storage/v1/b/{b}/o/{name}?alt=media`, `DELETE /storage/v1/b/{b}/o/{name}`,
- *   `GET /storage/v1/b/{b}/o?prefix=…` (also without `/storage/v1`, as the client sends in
- *   emulator mode).
+ *   `GET /storage/v1/b/{b}/o?prefix=…[&maxResults=…&pageToken=…]` (also without `/storage/v1`, as
+ *   the client sends in emulator mode).
  *
  * With `publicKey` set, object requests must carry a bearer token this fake issued (401 otherwise).
  * `stop()`/`start()` take the port down and up again (an outage) without losing objects.
@@ -109,9 +109,14 @@ export async function startFakeGcs(o: { bucket: string; publicKey?: KeyObject; p
     }
     const list = /^\/b\/([^/]+)\/o$/.exec(path);
     if (list && req.method === "GET") {
+      // Names in byte order, `maxResults` at a time; the page token is the last name given.
       const prefix = url.searchParams.get("prefix") ?? "";
-      const items = [...objects].filter(([k]) => k.startsWith(prefix)).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => meta(k, v));
-      return json(res, 200, { kind: "storage#objects", items });
+      const after = Buffer.from(url.searchParams.get("pageToken") ?? "", "base64url").toString("utf8");
+      const max = Number(url.searchParams.get("maxResults") ?? 1000);
+      const names = [...objects.keys()].filter((k) => k.startsWith(prefix) && k > after).sort((a, b) => (a < b ? -1 : 1));
+      const items = names.slice(0, max).map((k) => meta(k, objects.get(k)!));
+      const more = names.length > max ? { nextPageToken: Buffer.from(names[max - 1]!, "utf8").toString("base64url") } : {};
+      return json(res, 200, { kind: "storage#objects", items, ...more });
     }
     const object = /^\/b\/([^/]+)\/o\/(.+)$/.exec(path);
     if (object) {

@@ -9,6 +9,7 @@ import { mkdtempSync } from "node:fs";
 import type { Server } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { S3Store } from "../../src/persistence/s3-store.ts";
 
 export const S3_KEY = "S3RVER";
 
@@ -16,7 +17,7 @@ export type S3Peer = {
   url: string;
   bucket: string;
   onPut(fn: (key: string) => void): void;
-  /** Every key under `prefix` (one ListObjectsV2 page: tests stay under 1000 objects). */
+  /** Every key under `prefix` (the service's own S3 listing; tests stay under one page of 1000). */
   keys(prefix: string): Promise<string[]>;
   get(key: string): Promise<Buffer>;
   stop(): Promise<void>;
@@ -39,16 +40,12 @@ export async function startS3(): Promise<S3Peer> {
   await start();
   const url = `http://127.0.0.1:${port}`;
   const client = new AwsClient({ accessKeyId: S3_KEY, secretAccessKey: S3_KEY, service: "s3", region: "us-east-1" });
+  const store = new S3Store({ kind: "s3", bucket, region: "us-east-1", endpoint: url, accessKeyId: S3_KEY, secretAccessKey: S3_KEY });
   return {
     url,
     bucket,
     onPut: (fn) => listeners.push(fn),
-    async keys(prefix) {
-      const res = await client.fetch(`${url}/${bucket}?list-type=2&max-keys=1000&prefix=${encodeURIComponent(prefix)}`);
-      const xml = await res.text();
-      const unescape = (s: string) => s.replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&quot;/g, '"').replace(/&apos;/g, "'").replace(/&amp;/g, "&");
-      return [...xml.matchAll(/<Key>(.*?)<\/Key>/g)].map((m) => unescape(m[1]!));
-    },
+    keys: (prefix) => store.list(prefix),
     async get(key) {
       const res = await client.fetch(`${url}/${bucket}/${key.split("/").map(encodeURIComponent).join("/")}`);
       if (!res.ok) throw new Error(`GET ${key}: ${res.status}`);

@@ -6,7 +6,7 @@
  */
 import S3rver from "@20minutes/s3rver";
 import { generateKeyPairSync } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -19,7 +19,7 @@ import { S3Store } from "../../src/persistence/s3-store.ts";
 import { StoreError, type ObjectStore } from "../../src/persistence/store.ts";
 import { persistenceFsHandler } from "../../runner-host/cli/persistence-fs.ts";
 import { startFakeGcs, type FakeGcs } from "../helpers/fake-gcs.ts";
-import { checkStoreContract } from "../helpers/store-contract.ts";
+import { checkStoreContract, checkStoreList } from "../helpers/store-contract.ts";
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array | null) => (b === null ? null : new TextDecoder().decode(b));
@@ -57,18 +57,22 @@ function serviceAccount(tokenUri: string): string {
 /**
  * `peerKeepsFirst`: the peer itself refuses a create over an existing key. s3rver ignores
  * `If-None-Match` (S3 and R2 honour it), so for the S3 API the precondition is checked on the
- * request instead ("s3: create-only uploads send If-None-Match …" below).
+ * request instead ("s3: create-only uploads send If-None-Match …" below). s3rver also escapes
+ * list answers twice, so its listing is checked with plain keys and the S3 list's escaping below.
  */
 const stores: [string, () => ObjectStore, boolean][] = [
-  ["s3 (SigV4, path-style endpoint)", () => new S3Store({ kind: "s3", bucket: "sess", region: "us-east-1", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "S3RVER" }), false],
-  ["r2 over the S3 API (region auto)", () => new S3Store({ kind: "r2", bucket: "sess", region: "auto", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "S3RVER" }), false],
-  ["gcs (JSON API, service-account token)", () => new GcsStore({ bucket: "sess", credential: serviceAccount(`${gcs.url}/token`), emulator: gcs.url }), true],
+  ["s3 (SigV4, path-style endpoint)", () => new S3Store({ kind: "s3", bucket: "sess", region: "us-east-1", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "S3RVER", listPage: 2 }), false],
+  ["r2 over the S3 API (region auto)", () => new S3Store({ kind: "r2", bucket: "sess", region: "auto", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "S3RVER", listPage: 2 }), false],
+  ["gcs (JSON API, service-account token)", () => new GcsStore({ bucket: "sess", credential: serviceAccount(`${gcs.url}/token`), emulator: gcs.url, listPage: 2 }), true],
   ["filesystem (the local stack's file service)", () => new FsStore({ fetch: (u: string, init?: RequestInit) => persistenceFsHandler(fsDir)(new Request(u, init)) }), true],
 ];
 
 describe.each(stores)("persistence provider %s", (_name, make, peerKeepsFirst) => {
   it("creates immutable objects once, overwrites the pointer, reads back byte-exact, deletes", async () => {
     await checkStoreContract(make(), peerKeepsFirst);
+  });
+  it("lists every key under a session's folder, page after page, and nothing of a folder whose name starts alike", async () => {
+    await checkStoreList(make(), !peerKeepsFirst);
   });
 });
 
@@ -85,6 +89,30 @@ describe("provider peculiarities", () => {
   it("s3: a wrong secret is refused by the signature check and reported as a store error", async () => {
     const store = new S3Store({ kind: "s3", bucket: "sess", region: "us-east-1", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "wrong" });
     await expect(store.put("k", bytes("x"), "text/plain")).rejects.toThrow(/HTTP 403.*SignatureDoesNotMatch/);
+  });
+
+  it("s3: a ListObjectsV2 answer as S3 writes it (keys escaped once) is decoded, pages follow NextContinuationToken, a truncated page without one is a store error", async () => {
+    const seen: URLSearchParams[] = [];
+    const page = (keys: string[], next?: string) =>
+      `<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>sess</Name><Prefix>f/</Prefix>` +
+      keys.map((k) => `<Contents><Key>${k}</Key><Size>1</Size><StorageClass>STANDARD</StorageClass></Contents>`).join("") +
+      `<IsTruncated>${next !== undefined}</IsTruncated>${next ? `<NextContinuationToken>${next}</NextContinuationToken>` : ""}</ListBucketResult>`;
+    let answers: string[] = [];
+    const store = new S3Store({
+      kind: "s3", bucket: "sess", region: "us-east-1", endpoint: s3url, accessKeyId: "S3RVER", secretAccessKey: "S3RVER", listPage: 2,
+      fetch: async (request) => {
+        seen.push(new URL(request.url).searchParams);
+        return new Response(answers.shift(), { status: 200, headers: { "Content-Type": "application/xml" } });
+      },
+    });
+    answers = [page(["f/a&amp;b", "f/&lt;c&gt;&#13;"], "1/tok+en=="), page(["f/&quot;d&apos; &#x4e2d;"])];
+    expect(await store.list("f/")).toEqual(["f/a&b", "f/<c>\r", `f/"d' 中`]);
+    expect(seen.map((q) => Object.fromEntries(q))).toEqual([
+      { "list-type": "2", prefix: "f/", "max-keys": "2" },
+      { "list-type": "2", prefix: "f/", "max-keys": "2", "continuation-token": "1/tok+en==" },
+    ]);
+    answers = [page(["f/a"], "")];
+    await expect(store.list("f/")).rejects.toThrow(StoreError);
   });
 
   it("s3: create-only uploads send If-None-Match: * and take the peer's 412 as success; other failures are store errors", async () => {
@@ -138,6 +166,11 @@ describe("provider peculiarities", () => {
     // Keys never leave the directory: dot segments are resolved away, an encoded slash is refused.
     expect(await store.get("../escape")).toBeNull();
     expect((await persistenceFsHandler(fsDir)(new Request("http://fs/o/a%2F..%2F..%2Fetc%2Fpasswd"))).status).toBe(400);
+    // A list is the files under the prefix's folder: a create's temporary file is no object, and a
+    // prefix with a dot segment is refused.
+    writeFileSync(path.join(fsDir, "svc/a/blocks/b.ndjson.0123456789ab.tmp"), "half");
+    expect(await store.list("svc/a/")).toEqual(["svc/a/blocks/b.ndjson"]);
+    expect((await persistenceFsHandler(fsDir)(new Request("http://fs/list?prefix=svc%2F..%2F..%2F"))).status).toBe(400);
   });
 
   it.runIf(existsSync("/proc/self"))("filesystem: a directory the system will not create is a write error, not an absent object", async () => {
@@ -200,7 +233,7 @@ describe("a store that stops answering", () => {
 });
 
 describe("the fake GCS server, checked with the official @google-cloud/storage client", () => {
-  it("saves, downloads (with checksum validation), lists by prefix, and answers 404 for a missing object", async () => {
+  it("saves, downloads (with checksum validation), lists by prefix page after page, and answers 404 for a missing object", async () => {
     const before = process.env.STORAGE_EMULATOR_HOST;
     process.env.STORAGE_EMULATOR_HOST = gcsOpen.url;
     try {
@@ -211,6 +244,13 @@ describe("the fake GCS server, checked with the official @google-cloud/storage c
       expect(data.toString("utf8")).toBe("hello ä");
       const [files] = await bucket.getFiles({ prefix: "dir/" });
       expect(files.map((f) => f.name)).toEqual(["dir/a b.txt"]);
+      // Pages, one at a time: the client hands back the query for the next one (nextPageToken).
+      for (const n of ["p/1", "p/2", "p/3"]) await bucket.file(n).save(n, { resumable: false });
+      const [first, next] = await bucket.getFiles({ prefix: "p/", maxResults: 2, autoPaginate: false });
+      expect(first.map((f) => f.name)).toEqual(["p/1", "p/2"]);
+      const [second, last] = await bucket.getFiles({ ...next!, autoPaginate: false });
+      expect(second.map((f) => f.name)).toEqual(["p/3"]);
+      expect(last).toBeNull();
       await expect(bucket.file("dir/missing").download()).rejects.toMatchObject({ code: 404 });
       // What the client stored is what the service's provider reads back.
       const ours = new GcsStore({ bucket: "sess", emulator: gcsOpen.url });

@@ -1,0 +1,47 @@
+/**
+ * What a load leaves in the session's folder that nothing needs any more. The manifest a load
+ * takes (latest.json) names history only up to its checkpoint; blocks stored past it (a turn that
+ * was interrupted, failed or still running when the deployment that wrote them went away) and
+ * native records whose checkpoint manifest was never written are named by no manifest, so no
+ * restore or load can ever read them. A restore knows its cut-off objects from its own SQLite; a
+ * load has none, so it lists the folder.
+ *
+ * A checkpoint stored beside latest.json but not in its manifest (published just before a crash
+ * that kept latest.json from being rewritten, or cut off by a restore whose deployment then lost
+ * its disk) stays restorable: its manifest is read and what it names is kept. The strays go into
+ * `sync_orphans`, which the uploader deletes once latest.json names none of them (after a load it
+ * already does).
+ */
+import { log } from "../log.ts";
+import type { Layout } from "./layout.ts";
+import { parseManifest, type Manifest } from "./manifest.ts";
+import type { ObjectStore } from "./store.ts";
+
+/**
+ * The keys to delete after loading `m`. Best effort: a provider that refuses to list (credentials
+ * without the list permission) or a stored manifest that cannot be read leaves everything in place,
+ * and the load goes on.
+ */
+export async function strays(store: ObjectStore, layout: Layout, m: Manifest, session: string): Promise<string[]> {
+  try {
+    const listed = (await store.list(layout.folder())).map((key) => ({ key, what: layout.kindOf(key) }));
+    const named = new Set(namedBy(m, layout));
+    const known = new Set(m.checkpoints.map((c) => c.id));
+    for (const { what } of listed) {
+      if (what?.kind !== "checkpoint" || known.has(what.checkpoint)) continue;
+      const bytes = await store.get(layout.checkpoint(what.checkpoint));
+      if (bytes) for (const key of namedBy(parseManifest(bytes), layout)) named.add(key);
+    }
+    return listed.filter(({ key, what }) => (what?.kind === "block" || what?.kind === "native") && !named.has(key)).map(({ key }) => key);
+  } catch (e) {
+    log("warn", "load: objects stored past the checkpoint stay in storage (the folder could not be listed, or a stored manifest read)", {
+      session_id: session,
+      error: e instanceof Error ? e.message : String(e),
+    });
+    return [];
+  }
+}
+
+function namedBy(m: Manifest, layout: Layout): string[] {
+  return [...m.history.map((b) => b.key), ...m.checkpoints.flatMap((c) => [c.native, layout.checkpoint(c.id)])];
+}
