@@ -96,9 +96,10 @@ export class S3Store implements ObjectStore {
     const keys: string[] = [];
     let token: string | undefined;
     do {
-      const q = new URLSearchParams({ "list-type": "2", prefix, "max-keys": String(this.#page) });
-      if (token) q.set("continuation-token", token);
-      const res = await this.#send(`${prefix} (list)`, { method: "GET" }, `${this.#base}?${q}`);
+      // Percent-encoded (a space as %20, never `+`): S3 reads the query as RFC 3986, and the
+      // signature is computed over it the same way.
+      const q = Object.entries({ "list-type": "2", prefix, "max-keys": String(this.#page), ...(token ? { "continuation-token": token } : {}) });
+      const res = await this.#send(`${prefix} (list)`, { method: "GET" }, `${this.#base}?${q.map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join("&")}`);
       if (!res.ok) throw await httpFailure(`${this.kind} list ${prefix}`, res);
       const xml = decoder.decode(await answerBytes(`${this.kind} list ${prefix}`, res, this.#timeoutMs));
       for (const m of xml.matchAll(/<Key>([^<]*)<\/Key>/g)) keys.push(xmlText(m[1]!));

@@ -41,7 +41,7 @@ export async function checkStoreContract(store: ObjectStore, peerKeepsFirst = tr
  * given a key without them.
  */
 export async function checkStoreList(store: ObjectStore, xmlEscapedTwice = false): Promise<void> {
-  const base = `p/${crypto.randomUUID()}`;
+  const base = `p/${crypto.randomUUID()} +x`;
   const odd = xmlEscapedTwice ? "blocks/0000-ä +=~*.ndjson" : "blocks/0000-ä +=&~*<>.ndjson";
   const keys = ["a.json", odd, "blocks/0001.ndjson", "native/x.ndjson", "z/deep/er.json"].map((k) => `${base}/s/${k}`);
   for (const k of keys) await store.create(k, bytes(k), "application/json");
