@@ -116,8 +116,9 @@ export function endsClosed(d: Download): boolean {
  * history past the checkpoint is gone, as after a restore); `restore` keeps the row,
  * moves to a new log epoch (cursors past the cut stop working) and leaves the session `idle`.
  * The keys that only the cut-off tail used are recorded in `sync_orphans`, for the uploader to
- * delete once latest.json no longer names them: a restore finds them in its own record, a load is
- * given them (`strays`, strays.ts).
+ * delete once latest.json no longer names them (a restore finds them in its own record). A load is
+ * given what it found past its checkpoint (`strays`, strays.ts) and holds it in `sync_strays`
+ * until this session writes latest.json itself (uploader.ts).
  */
 export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download, mode: "load" | "restore", now: string, storage: string, strays: string[] = []): void {
   const sql = s.storage.sql;
@@ -140,7 +141,7 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
       }
       sql.exec("UPDATE session SET epoch = epoch + 1, log_bytes = 0, status = 'idle', updated_at = ?, version = version + 1", now);
     } else {
-      orphans.push(...strays);
+      for (const key of strays) sql.exec("INSERT OR IGNORE INTO sync_strays (key) VALUES (?)", key);
       const x = m.session;
       const loaded = endsClosed(d) ? "closed" : "idle";
       sql.exec(

@@ -159,6 +159,7 @@ export class SessionSync {
       if (was !== null) {
         sql.exec("DELETE FROM sync_blocks");
         sql.exec("DELETE FROM sync_orphans");
+        sql.exec("DELETE FROM sync_strays");
         sql.exec("UPDATE checkpoints SET native_key = NULL, native_records = NULL, native_hash = NULL, published = 0");
         sql.exec("UPDATE sync SET uploaded_offset = 0, inflight = NULL, published = NULL, latest_stale = 1, failures = 0, retry_at = NULL, error = NULL");
       }

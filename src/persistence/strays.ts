@@ -7,10 +7,11 @@
  * load has none, so it lists the folder.
  *
  * A checkpoint stored beside latest.json but not in its manifest (published just before a crash
- * that kept latest.json from being rewritten, or cut off by a restore whose deployment then lost
- * its disk) stays restorable: its manifest is read and what it names is kept. The strays go into
- * `sync_orphans`, which the uploader deletes once latest.json names none of them (after a load it
- * already does).
+ * that kept latest.json from being rewritten, published since by a deployment that still holds the
+ * session, or cut off by a restore whose deployment then lost its disk) stays restorable: its
+ * manifest is read and what it names is kept. A load holds its strays in `sync_strays`; the
+ * uploader asks again once this session wrote latest.json itself, and deletes those found both
+ * times (docs/design-notes.md "Persistence").
  */
 import { log } from "../log.ts";
 import type { Layout } from "./layout.ts";
@@ -18,9 +19,9 @@ import { parseManifest, type Manifest } from "./manifest.ts";
 import type { ObjectStore } from "./store.ts";
 
 /**
- * The keys to delete after loading `m`. Best effort: a provider that refuses to list (credentials
- * without the list permission) or a stored manifest that cannot be read leaves everything in place,
- * and the load goes on.
+ * The blocks and native objects of the session's folder that neither `m` nor any other stored
+ * manifest names. Best effort: a provider that refuses to list (credentials without the list
+ * permission) or a stored manifest that cannot be read gives none, and the caller goes on.
  */
 export async function strays(store: ObjectStore, layout: Layout, m: Manifest, session: string): Promise<string[]> {
   try {
@@ -34,7 +35,7 @@ export async function strays(store: ObjectStore, layout: Layout, m: Manifest, se
     }
     return listed.filter(({ key, what }) => (what?.kind === "block" || what?.kind === "native") && !named.has(key)).map(({ key }) => key);
   } catch (e) {
-    log("warn", "load: objects stored past the checkpoint stay in storage (the folder could not be listed, or a stored manifest read)", {
+    log("warn", "objects a load found past its checkpoint stay in storage (the folder could not be listed, or a stored manifest read)", {
       session_id: session,
       error: e instanceof Error ? e.message : String(e),
     });

@@ -1,6 +1,7 @@
 /**
  * One upload round of one session: history blocks, then each completed checkpoint's native records
- * and manifest, then the `latest.json` pointer, then the objects a restore cut off. Plain module
+ * and manifest, then the `latest.json` pointer, then the objects a restore (or, once latest.json is
+ * this session's own, a load) cut off. Plain module
  * over the object's SQLite and an ObjectStore, so it runs (and is tested) the same with every
  * provider.
  *
@@ -14,6 +15,7 @@ import type { SessionState } from "../session/session-state.ts";
 import { contentHash, type Layout } from "./layout.ts";
 import { MANIFEST_FORMAT, type BlockRef, type CheckpointRef, type Manifest } from "./manifest.ts";
 import { encoder, type ObjectStore } from "./store.ts";
+import { strays } from "./strays.ts";
 
 /**
  * Transcript blocks of at most 64 KiB; a longer single line gets a block alone
@@ -120,17 +122,33 @@ export class Uploader {
     if (this.row().latest_stale && covered) {
       // Cleared with the manifest it writes, before the put: a change of the session's record
       // during the put (a rebind) marks it stale again, and is not lost by this round.
-      const manifest = JSON.stringify(this.manifest(this.#latestPublished()));
+      const manifest = this.manifest(this.#latestPublished());
       this.#sql.exec("UPDATE sync SET latest_stale = 0");
       try {
-        await this.#store.put(this.#layout.latest(), encoder.encode(manifest), JSON_TYPE);
+        await this.#store.put(this.#layout.latest(), encoder.encode(JSON.stringify(manifest)), JSON_TYPE);
       } catch (e) {
         this.#sql.exec("UPDATE sync SET latest_stale = 1");
         throw e;
       }
+      await this.#settleStrays(manifest);
     }
     if (!this.row().latest_stale) await this.#deleteOrphans();
     return this.done();
+  }
+
+  /**
+   * What a load found past its checkpoint, now that latest.json is this session's own: each one no
+   * stored manifest names now (a deployment that still held the session may have published since)
+   * becomes an orphan, deleted below; the others stay in storage. Checked once (best effort).
+   */
+  async #settleStrays(latest: Manifest): Promise<void> {
+    const held = this.#sql.exec<{ key: string }>("SELECT key FROM sync_strays").toArray();
+    if (held.length === 0) return;
+    const still = new Set(await strays(this.#store, this.#layout, latest, this.#s.require().id));
+    this.#s.storage.transactionSync(() => {
+      for (const { key } of held) if (still.has(key)) this.#sql.exec("INSERT OR IGNORE INTO sync_orphans (key) VALUES (?)", key);
+      this.#sql.exec("DELETE FROM sync_strays");
+    });
   }
 
   /** What a restore cut off, now that latest.json names none of it (a failed delete is retried). */

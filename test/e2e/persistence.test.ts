@@ -494,7 +494,7 @@ describe("persistence (filesystem)", () => {
     }
   });
 
-  it("a load deletes what storage holds past its checkpoint and nothing a stored checkpoint needs: a checkpoint beside latest.json stays restorable", async () => {
+  it("what a load finds past its checkpoint is deleted at the loaded copy's first checkpoint, unless a checkpoint published meanwhile names it; that checkpoint stays restorable", async () => {
     const s = await createSession(stack.url);
     const c1 = await turn(stack.url, s, "one");
     const c2 = await turn(stack.url, s, "two");
@@ -505,19 +505,22 @@ describe("persistence (filesystem)", () => {
     await s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "interrupted");
     expect((await post(`/sessions/${s.id}/flush`)).body.pending).toBe(false);
     s.sse.close();
-    // As if the deployment went away after publishing c2 but before latest.json named it: latest.json
-    // is c1's manifest. Plus a native object whose manifest was never written, and a file the
-    // layout does not name.
+    // Storage as the other deployment had left it when this one loads the session: latest.json is
+    // c1's manifest, c2's is not published yet (it comes back below, as if published meanwhile),
+    // plus a native object whose manifest was never written and a file the layout does not name.
     const folder = path.join(store, [...readTree(store).keys()].find((k) => k.includes(`/${s.id}/latest.json`))!.replace(/latest\.json$/, ""));
+    const c2File = path.join(folder, `checkpoints/${c2.id}.json`);
+    const c2Manifest = readFileSync(c2File);
     copyFileSync(path.join(folder, `checkpoints/${c1.id}.json`), path.join(folder, "latest.json"));
+    rmSync(c2File);
     writeFileSync(path.join(folder, `native/${"e".repeat(32)}.ndjson`), "{}\n");
     writeFileSync(path.join(folder, "notes.txt"), "kept");
     const before = sessionObjects(s.id);
-    const named = (id: string) => {
-      const m = JSON.parse(before.get(`checkpoints/${id}.json`)!.toString()) as { history: { key: string }[]; checkpoints: { native: string }[] };
-      return [...m.history.map((b) => b.key), ...m.checkpoints.map((c) => c.native)].map((k) => k.slice(k.indexOf(`/${s.id}/`) + s.id.length + 2));
+    const named = (m: Buffer) => {
+      const parsed = JSON.parse(m.toString()) as { history: { key: string }[]; checkpoints: { native: string }[] };
+      return [...parsed.history.map((b) => b.key), ...parsed.checkpoints.map((c) => c.native)].map((k) => k.slice(k.indexOf(`/${s.id}/`) + s.id.length + 2));
     };
-    const needed = new Set([...named(c1.id), ...named(c2.id)]);
+    const needed = new Set([...named(before.get(`checkpoints/${c1.id}.json`)!), ...named(c2Manifest)]);
     const tail = [...before.keys()].filter((k) => k.startsWith("blocks/") && !needed.has(k));
     expect(tail.length).toBeGreaterThan(0);
     const gone = new Set([...tail, `native/${"e".repeat(32)}.ndjson`]);
@@ -525,17 +528,25 @@ describe("persistence (filesystem)", () => {
     const fresh = await startStack({ config: stackConfig(provider, persistence), env: baseEnv });
     try {
       expect((await call(fresh.url, "GET", `/sessions/${s.id}`, { token: TOKEN })).body).toMatchObject({ status: "idle", checkpoint: c1 });
+      // A load alone deletes nothing: the deployment that wrote those objects may still hold the session.
+      expect((await call(fresh.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
+      expect([...before.keys()].filter((k) => !sessionObjects(s.id).has(k))).toEqual([]);
+      writeFileSync(c2File, c2Manifest);
+      // This copy's first checkpoint: latest.json is its own now, and what no stored manifest names goes.
+      const sse = await openSse(`${fresh.url}/sessions/${s.id}/events`, { token: TOKEN });
+      await turn(fresh.url, { id: s.id, sse }, "three");
+      sse.close();
       expect((await call(fresh.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
       const after = sessionObjects(s.id);
-      for (const k of before.keys()) expect([k, after.has(k)]).toEqual([k, !gone.has(k)]);
+      for (const k of [...before.keys(), `checkpoints/${c2.id}.json`]) expect([k, after.has(k)]).toEqual([k, !gone.has(k)]);
       // c2 is still whole in storage, so it can be restored to, and its conversation comes back.
       const r = await call(fresh.url, "POST", `/sessions/${s.id}/restore`, { token: TOKEN, body: { checkpoint: c2.id } });
       expect(r.status).toBe(200);
       expect(r.body).toMatchObject({ status: "idle", checkpoint: c2 });
-      const sse = await openSse(`${fresh.url}/sessions/${s.id}/events`, { token: TOKEN });
-      await turn(fresh.url, { id: s.id, sse }, "three");
-      sse.close();
-      expect(lastConversation()).toEqual(["user:one", "assistant:echo: one", "user:two", "assistant:echo: two", "user:three"]);
+      const restored = await openSse(`${fresh.url}/sessions/${s.id}/events`, { token: TOKEN });
+      await turn(fresh.url, { id: s.id, sse: restored }, "four");
+      restored.close();
+      expect(lastConversation()).toEqual(["user:one", "assistant:echo: one", "user:two", "assistant:echo: two", "user:four"]);
     } finally {
       await fresh.stop();
     }

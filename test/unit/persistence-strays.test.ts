@@ -66,7 +66,7 @@ describe("a load's strays", () => {
     expect(found.sort()).toEqual([f.block(20, 30, "c"), f.block(30, 40, "d"), f.layout.native(c3)].sort());
   });
 
-  it("are none when the provider refuses to list, or a stored manifest cannot be read: a warn line says so, and the load goes on", async () => {
+  it("are none when the provider refuses to list, or a stored manifest cannot be read: a warn line says so, and the caller goes on", async () => {
     const lines: string[] = [];
     vi.spyOn(console, "log").mockImplementation((line: string) => void lines.push(line));
     const f = await folder();
@@ -79,6 +79,6 @@ describe("a load's strays", () => {
       { level: "warn", session_id: session, error: "s3 list svc/: HTTP 403 AccessDenied" },
       { level: "warn", session_id: session, error: "the stored manifest is not JSON" },
     ]);
-    expect(warned[0]!.msg).toMatch(/^load: objects stored past the checkpoint stay in storage/);
+    expect(warned[0]!.msg).toMatch(/^objects a load found past its checkpoint stay in storage/);
   });
 });
