@@ -133,10 +133,7 @@ export function apply(s: SessionState, layout: Layout, m: Manifest, d: Download,
       const cutSeq = local ? s.log.countUntil(offset) : 0;
       sql.exec("INSERT OR REPLACE INTO epoch_cuts (epoch, last_seq) VALUES (?, ?)", r.epoch, cutSeq);
       const restored = new Set(m.checkpoints.map((c) => c.id));
-      // Every block this session uploaded that the restored history does not keep: past the
-      // checkpoint, and below it too when the checkpoint is not this copy's own (one another
-      // deployment published after this one loaded the session). Kept keys are filtered out below.
-      for (const b of sql.exec<{ key: string }>("SELECT key FROM sync_blocks")) orphans.push(b.key);
+      for (const b of sql.exec<{ key: string; start: number }>("SELECT key, start FROM sync_blocks WHERE start >= ?", offset)) orphans.push(b.key);
       for (const c of sql.exec<{ id: string; native_key: string | null; published: number }>("SELECT id, native_key, published FROM checkpoints")) {
         if (restored.has(c.id)) continue;
         if (c.native_key) orphans.push(c.native_key);

@@ -547,12 +547,6 @@ describe("persistence (filesystem)", () => {
       await turn(fresh.url, { id: s.id, sse: restored }, "four");
       restored.close();
       expect(lastConversation()).toEqual(["user:one", "assistant:echo: one", "user:two", "assistant:echo: two", "user:four"]);
-      // The restore cut this copy's own history after c1 (turn three) off, blocks below c2's offset
-      // included: every block left is one a stored checkpoint names.
-      expect((await call(fresh.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
-      const left = sessionObjects(s.id);
-      const stillNamed = new Set([...left].filter(([k]) => k.startsWith("checkpoints/")).flatMap(([, m]) => named(m)));
-      expect([...left.keys()].filter((k) => k.startsWith("blocks/") && !stillNamed.has(k))).toEqual([]);
     } finally {
       await fresh.stop();
     }
