@@ -8,7 +8,11 @@
  * `DELETE /o/<key>`, `GET /list?prefix=<prefix>` (`{"keys": [...]}`, one answer: the files are
  * local); 404 for a missing object, 5xx with a message for a failure.
  */
-import { answerBytes, callFailure, decoder, httpFailure, STORE_REQUEST_MS, StoreError, type ObjectStore } from "./store.ts";
+import * as z from "zod";
+import { answerBytes, callFailure, httpFailure, jsonPage, STORE_REQUEST_MS, type ObjectStore } from "./store.ts";
+
+/** The file service's list answer. */
+const ListSchema = z.strictObject({ keys: z.array(z.string()) });
 
 export const FS_BINDING = "PERSISTENCE_FS";
 
@@ -62,8 +66,6 @@ export class FsStore implements ObjectStore {
   async list(prefix: string): Promise<string[]> {
     const res = await this.#send(`${prefix} (list)`, { method: "GET" }, `http://persistence-fs/list?${new URLSearchParams({ prefix })}`);
     if (!res.ok) throw await httpFailure(`filesystem list ${prefix}`, res);
-    const body = JSON.parse(decoder.decode(await answerBytes(`filesystem list ${prefix}`, res, STORE_REQUEST_MS))) as { keys?: unknown };
-    if (!Array.isArray(body.keys) || !body.keys.every((k) => typeof k === "string")) throw new StoreError(`filesystem list ${prefix}: an answer without keys`);
-    return body.keys;
+    return (await jsonPage(`filesystem list ${prefix}`, res, STORE_REQUEST_MS, ListSchema)).keys;
   }
 }

@@ -10,7 +10,7 @@
  */
 import * as z from "zod";
 import { fromBase64, toBase64Url } from "../shared/base64.ts";
-import { answerBytes, callFailure, decoder, encoder, httpFailure, LIST_PAGE, STORE_REQUEST_MS, StoreError, type ObjectStore } from "./store.ts";
+import { answerBytes, callFailure, encoder, httpFailure, jsonPage, LIST_PAGE, STORE_REQUEST_MS, StoreError, type ObjectStore } from "./store.ts";
 
 const API = "https://storage.googleapis.com";
 const SCOPE = "https://www.googleapis.com/auth/devstorage.read_write";
@@ -120,21 +120,11 @@ export class GcsStore implements ObjectStore {
       const url = `${this.#api}/storage/v1/b/${encodeURIComponent(this.#bucket)}/o?${q}`;
       const res = await this.#send(`list ${prefix}`, url, { method: "GET" });
       if (!res.ok) throw await httpFailure(`gcs list ${prefix}`, res);
-      const text = decoder.decode(await answerBytes(`gcs list ${prefix}`, res, this.#timeoutMs));
-      const page = ListPageSchema.safeParse(parsedOrNull(text));
-      if (!page.success) throw new StoreError(`gcs list ${prefix}: an answer that is not a page of objects`);
-      for (const o of page.data.items ?? []) keys.push(o.name);
-      token = page.data.nextPageToken;
+      const page = await jsonPage(`gcs list ${prefix}`, res, this.#timeoutMs, ListPageSchema);
+      for (const o of page.items ?? []) keys.push(o.name);
+      token = page.nextPageToken;
     } while (token);
     return keys;
-  }
-}
-
-function parsedOrNull(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return null;
   }
 }
 

@@ -65,11 +65,10 @@ export class Layout {
     return this.#root;
   }
 
-  /** What a key in the session's folder is, by the forms above; undefined for any other key. */
+  /** What a block, native or checkpoint key of the session's folder is; undefined for any other key (latest.json among them). */
   kindOf(key: string): StoredObject | undefined {
     if (!key.startsWith(this.#root)) return undefined;
     const rest = key.slice(this.#root.length);
-    if (rest === "latest.json") return { kind: "latest" };
     if (/^blocks\/\d{16}-\d{16}-[0-9a-f]{16}\.ndjson$/.test(rest)) return { kind: "block" };
     if (/^native\/[0-9a-f]{32}\.ndjson$/.test(rest)) return { kind: "native" };
     const checkpoint = /^checkpoints\/([0-9a-f]{32})\.json$/.exec(rest);
@@ -78,5 +77,5 @@ export class Layout {
 }
 
 export type StoredObject =
-  | { kind: "latest" | "block" | "native" }
+  | { kind: "block" | "native" }
   | { kind: "checkpoint"; checkpoint: string };

@@ -114,7 +114,7 @@ export class S3Store implements ObjectStore {
 const ENTITIES: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'" };
 
 /** An XML element's text: the five named entities and numeric character references decoded. */
-export function xmlText(s: string): string {
+function xmlText(s: string): string {
   return s.replace(/&(#x[0-9a-fA-F]+|#[0-9]+|[a-z]+);/g, (whole, e: string) => {
     if (e.startsWith("#x")) return String.fromCodePoint(parseInt(e.slice(2), 16));
     if (e.startsWith("#")) return String.fromCodePoint(parseInt(e.slice(1), 10));

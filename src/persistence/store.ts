@@ -4,6 +4,7 @@
  * objects back for restore and load, and deletes what a restore or a load cut off (a load finds
  * that by listing the session's folder).
  */
+import type * as z from "zod";
 
 export interface ObjectStore {
   /** Provider name, for logs. */
@@ -52,6 +53,20 @@ export async function answerBytes(what: string, res: Response, timeoutMs: number
   } catch (e) {
     throw callFailure(what, e, timeoutMs);
   }
+}
+
+/** A page of a provider's JSON list answer, as `schema` reads it; anything else is a StoreError. */
+export async function jsonPage<T>(what: string, res: Response, timeoutMs: number, schema: z.ZodType<T>): Promise<T> {
+  const text = decoder.decode(await answerBytes(what, res, timeoutMs));
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    value = undefined;
+  }
+  const page = schema.safeParse(value);
+  if (!page.success) throw new StoreError(`${what}: an answer that is not a page of objects`);
+  return page.data;
 }
 
 /** A provider answered with something other than success: retried by the uploader with backoff. */

@@ -9,15 +9,13 @@
  * The base image's Node is the caller's (`PATH`).
  */
 import { execFileSync } from "node:child_process";
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
 export type Rehearsal = {
   /** Where the stages' roots are: remove it when done. */
   dir: string;
-  /** Each stage's root directory, by its name (`AS …`) or its index. */
-  stages: Map<string, string>;
   /** The last stage's working directory: the image's files, as the CMD sees them. */
   workdir: string;
   /** The `RUN` commands (split at `&&`) that were not run, in order. */
@@ -39,12 +37,17 @@ export function instructions(dockerfile: string): [string, string][] {
     });
 }
 
+/** A .dockerignore line as a whole-path pattern (`*` within one path segment). */
+function pattern(line: string): RegExp {
+  return new RegExp(`^${line.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*")}$`);
+}
+
 /** Whether .dockerignore excludes `rel` (a path in the context): a pattern names it or a folder above it. */
-function ignored(patterns: string[], rel: string): boolean {
+function ignored(patterns: RegExp[], rel: string): boolean {
   const parts = rel.split("/");
-  return patterns.some((p) => {
-    const re = new RegExp(`^${p.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*")}$`);
-    return parts.some((_, i) => re.test(parts.slice(0, i + 1).join("/")));
+  return parts.some((_, i) => {
+    const p = parts.slice(0, i + 1).join("/");
+    return patterns.some((re) => re.test(p));
   });
 }
 
@@ -56,7 +59,9 @@ export function rehearse(dockerfile: string, context: string, env: Record<string
   const patterns = readFileSync(path.join(context, ".dockerignore"), "utf8")
     .split("\n")
     .map((l) => l.trim())
-    .filter((l) => l !== "" && !l.startsWith("#"));
+    .filter((l) => l !== "" && !l.startsWith("#"))
+    .map(pattern);
+  /** Each stage's root directory, by its name (`AS …`) or its index, for `COPY --from`. */
   const stages = new Map<string, string>();
   const skipped: string[] = [];
   let imageEnv: Record<string, string> = {};
@@ -100,6 +105,5 @@ export function rehearse(dockerfile: string, context: string, env: Record<string
       }
     }
   }
-  if (!existsSync(workdir)) throw new Error("the Dockerfile has no WORKDIR");
-  return { dir: base, stages, workdir, skipped, env: imageEnv };
+  return { dir: base, workdir, skipped, env: imageEnv };
 }

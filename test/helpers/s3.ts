@@ -4,7 +4,6 @@
  * the same port and directory back. `onPut` fires when an object has been stored.
  */
 import S3rver from "@20minutes/s3rver";
-import { AwsClient } from "aws4fetch";
 import { mkdtempSync } from "node:fs";
 import type { Server } from "node:http";
 import { tmpdir } from "node:os";
@@ -17,7 +16,7 @@ export type S3Peer = {
   url: string;
   bucket: string;
   onPut(fn: (key: string) => void): void;
-  /** Every key under `prefix` (the service's own S3 listing; tests stay under one page of 1000). */
+  /** Every key under `prefix` (the service's own S3 listing). */
   keys(prefix: string): Promise<string[]>;
   get(key: string): Promise<Buffer>;
   stop(): Promise<void>;
@@ -39,7 +38,6 @@ export async function startS3(): Promise<S3Peer> {
   };
   await start();
   const url = `http://127.0.0.1:${port}`;
-  const client = new AwsClient({ accessKeyId: S3_KEY, secretAccessKey: S3_KEY, service: "s3", region: "us-east-1" });
   const store = new S3Store({ kind: "s3", bucket, region: "us-east-1", endpoint: url, accessKeyId: S3_KEY, secretAccessKey: S3_KEY });
   return {
     url,
@@ -47,9 +45,9 @@ export async function startS3(): Promise<S3Peer> {
     onPut: (fn) => listeners.push(fn),
     keys: (prefix) => store.list(prefix),
     async get(key) {
-      const res = await client.fetch(`${url}/${bucket}/${key.split("/").map(encodeURIComponent).join("/")}`);
-      if (!res.ok) throw new Error(`GET ${key}: ${res.status}`);
-      return Buffer.from(await res.arrayBuffer());
+      const bytes = await store.get(key);
+      if (!bytes) throw new Error(`GET ${key}: no such object`);
+      return Buffer.from(bytes);
     },
     async stop() {
       const closed = server.close();

@@ -33,7 +33,7 @@ export async function checkStoreContract(store: ObjectStore, peerKeepsFirst = tr
 
 /**
  * Lists every key under a prefix across pages (the store is made with a page of 2 keys, so five
- * keys take three pages), keys that need escaping included, and none of a folder whose name only
+ * keys take three pages, and four keys exactly two), keys that need escaping included, and none of a folder whose name only
  * starts like it; a folder that holds nothing lists nothing. The keys of a session's folder are
  * what a load deletes from, so a missed page would leave objects and a wider match would delete
  * another session's. `xmlEscapedTwice`: a peer that escapes `&`, `<` and `>` twice in its list
@@ -45,9 +45,12 @@ export async function checkStoreList(store: ObjectStore, xmlEscapedTwice = false
   const odd = xmlEscapedTwice ? "blocks/0000-ä +=~*.ndjson" : "blocks/0000-ä +=&~*<>.ndjson";
   const keys = ["a.json", odd, "blocks/0001.ndjson", "native/x.ndjson", "z/deep/er.json"].map((k) => `${base}/s/${k}`);
   for (const k of keys) await store.create(k, bytes(k), "application/json");
-  await store.create(`${base}/s2/blocks/0000.ndjson`, bytes("sibling"), "application/json");
+  // The sibling holds exactly two pages: the last page is full, and nothing follows it.
+  const sibling = ["0000", "0001", "0002", "0003"].map((n) => `${base}/s2/blocks/${n}.ndjson`);
+  for (const k of sibling) await store.create(k, bytes("sibling"), "application/json");
   expect((await store.list(`${base}/s/`)).sort()).toEqual([...keys].sort());
+  expect((await store.list(`${base}/s2/`)).sort()).toEqual(sibling);
   expect(await store.list(`${base}/none/`)).toEqual([]);
-  for (const k of [...keys, `${base}/s2/blocks/0000.ndjson`]) await store.delete(k);
+  for (const k of [...keys, ...sibling]) await store.delete(k);
   expect(await store.list(`${base}/`)).toEqual([]);
 }

@@ -160,6 +160,23 @@ describe("provider peculiarities", () => {
     await expect(store.get("anything")).rejects.toBeInstanceOf(StoreError);
   });
 
+  it("gcs and the file service: a list answer that is not a page of objects (not JSON, another shape) is a store error", async () => {
+    for (const answer of ["<html>", '{"items": "x"}', '{"items": [{"name": 1}]}', '{"nextPageToken": ""}']) {
+      const server = net.createServer((c) => c.once("data", () => c.end(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${answer.length}\r\nconnection: close\r\n\r\n${answer}`)));
+      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+      try {
+        const url = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+        await expect(new GcsStore({ bucket: "sess", emulator: url }).list("p/")).rejects.toThrow(new StoreError("gcs list p/: an answer that is not a page of objects"));
+      } finally {
+        await new Promise((r) => server.close(r));
+      }
+    }
+    for (const answer of ["nope", '{"keys": "x"}', '{"keys": [1]}', '{"keys": [], "more": 1}']) {
+      const store = new FsStore({ fetch: async () => new Response(answer, { status: 200 }) });
+      await expect(store.list("p/")).rejects.toThrow(new StoreError("filesystem list p/: an answer that is not a page of objects"));
+    }
+  });
+
   it("filesystem: objects are plain files under directory/key", async () => {
     const store = stores[3]![1]();
     await store.create("svc/a/blocks/b.ndjson", bytes("line\n"), "application/x-ndjson");
