@@ -1,12 +1,13 @@
 /**
- * The single entry for executing a host tool call: picks the transport, then applies the output
- * cap both share. The turn machinery calls this and records whatever comes back as `tool.result`;
+ * The single entry for executing a host tool call: picks the transport, then bounds the Result as
+ * it will be recorded. The turn machinery calls this and records whatever comes back as `tool.result`;
  * it never throws.
  */
 import { callHttpTool } from "./http-tool.ts";
 import { callMcpTool } from "./mcp-tool.ts";
 import { errorResult, isOwnResult, jsonBytes, label } from "./outcome.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
+import { TOOL_MAX_OUTPUT_BYTES } from "../../src/shared/config-tools.ts";
 import type { ToolResult } from "../../src/shared/result-schema.ts";
 import type { ToolCallContext, ToolCallRequest, ToolEnv } from "./types.ts";
 
@@ -20,19 +21,25 @@ export async function executeHostTool(tool: HostTool, req: ToolCallRequest, ctx:
     // The transports map every failure themselves; reaching here is a bug, and the call may have run.
     return errorResult(`${label(tool)} failed unexpectedly`, true);
   }
-  return capOutput(tool, result);
+  return capRecorded(tool, result);
 }
 
 /**
- * A Result over `max_output_bytes` is an error with an unknown outcome (docs/api.md "Tools"; the
- * tool ran). Measured as the UTF-8 length of the Result's JSON, the form it is recorded in. Both
- * transports have already counted the raw response bytes, progress included, which are at least
- * this in practice; this check is the floor any future transport gets for free.
- * Tool error results are capped too ("size limits still apply"); only our own messages are not.
+ * The largest a host tool's Result may be once written back as JSON, bytes: the largest
+ * `max_output_bytes` there is, which the harness line and the retained record are sized for.
  */
-export function capOutput(tool: HostTool, result: ToolResult, limit = "max_output_bytes"): ToolResult {
+const MAX_RECORDED_BYTES = TOOL_MAX_OUTPUT_BYTES.max;
+
+/**
+ * `max_output_bytes` counts the bytes the tool sent (both transports count them as they read,
+ * progress included; docs/api.md "Tools"). The Result written back as JSON, the form it is recorded
+ * and handed to the model in, can be longer than those bytes (`1e300` is written in full), so that
+ * form has a bound of its own, the largest `max_output_bytes`; past it the call is an error with an
+ * unknown outcome too (the tool ran). Our own messages are never capped.
+ */
+function capRecorded(tool: HostTool, result: ToolResult): ToolResult {
   if (isOwnResult(result)) return result;
   const bytes = jsonBytes(result);
-  if (bytes <= tool.max_output_bytes) return result;
-  return errorResult(`${label(tool)} output exceeded ${limit} (${bytes} > ${tool.max_output_bytes})`, true);
+  if (bytes <= MAX_RECORDED_BYTES) return result;
+  return errorResult(`${label(tool)} result is ${bytes} bytes written as JSON, over ${MAX_RECORDED_BYTES}`, true);
 }

@@ -303,6 +303,27 @@ describe("failures after dispatch: unknown_outcome true", () => {
     expectError(await call(tool).result, true, /output exceeded max_output_bytes \(100\)/);
   });
 
+  it("max_output_bytes counts the bytes the tool sent: an answer of exactly the limit passes, one more byte fails", async () => {
+    // `1e20` is written back as 21 digits: the Result as recorded is longer than the answer.
+    const body = '{"content":[{"type":"text","text":"e"}],"structured_content":{"n":1e20}}';
+    const at = route((_q, res) => res.writeHead(200, { "content-type": "application/json" }).end(body), { max_output_bytes: Buffer.byteLength(body) });
+    expect(await call(at).result).toEqual({ content: [{ type: "text", text: "e" }], structured_content: { n: 1e20 } });
+    const over = route((_q, res) => res.writeHead(200, { "content-type": "application/json" }).end(body), { max_output_bytes: Buffer.byteLength(body) - 1 });
+    expectError(await call(over).result, true, /output exceeded max_output_bytes \(71\)/);
+  });
+
+  it("a Result longer than the largest max_output_bytes once written as JSON is an error with an unknown outcome", async () => {
+    // 2 MiB of answer whose numbers are written back in full: 300 digits for each `1e300`.
+    const n = Math.floor((2_097_152 - 200) / 6);
+    const body = `{"content":[{"type":"text","text":"e"}],"structured_content":{"n":[${Array(n).fill("1e300").join(",")}]}}`;
+    expect(Buffer.byteLength(body)).toBeLessThanOrEqual(2_097_152);
+    const tool = route((_q, res) => res.writeHead(200, { "content-type": "application/json" }).end(body), { max_output_bytes: 2_097_152 });
+    expectError(await call(tool).result, true, /^tool "probe" result is \d+ bytes written as JSON, over 2097152$/);
+    // Exactly at the bound, written out and as sent, it passes.
+    const fits = route((_q, res) => json(res, 200, { content: [{ type: "text", text: "x".repeat(2_097_152 - 39) }] }), { max_output_bytes: 2_097_152 });
+    expect((await call(fits).result).is_error).toBeUndefined();
+  });
+
   it("oversized SSE progress: progress frames count toward max_output_bytes", async () => {
     const frame = `event: progress\ndata: ${JSON.stringify("p".repeat(100))}\n\n`;
     const tool = route(
