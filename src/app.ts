@@ -3,6 +3,7 @@ import { Hono } from "hono";
 import type { AppEnv } from "./http/context.ts";
 import { discardUnreadBody } from "./http/body.ts";
 import { errorResponse } from "./http/errors.ts";
+import { trackInFlight } from "./http/in-flight.ts";
 import { httpMetrics } from "./http/metrics.ts";
 import { requestContext, withStandardHeaders } from "./http/middleware.ts";
 import { noSuchRoute, refuseHeadOnStreams } from "./http/route-methods.ts";
@@ -16,6 +17,7 @@ import { sessions } from "./routes/sessions.ts";
 
 export const app = new Hono<AppEnv>();
 
+app.use("*", trackInFlight);
 app.use("*", httpMetrics);
 app.use("*", requestContext);
 app.use("*", discardUnreadBody);

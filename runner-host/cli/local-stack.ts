@@ -193,10 +193,13 @@ async function beginDrain(url: string, secret: string, endWaiting: boolean): Pro
 
 /**
  * Asks the Worker to end its open event streams (each after what its object already sent) and
- * waits until they are over. Disposing Miniflare kills workerd at once: without this, frames still
- * on their way to a client (a turn's final `session.error` / `session.status`) would be lost.
+ * to finish the requests it is still answering, and waits until both are over. Disposing
+ * Miniflare kills workerd at once: without this, frames still on their way to a client (a turn's
+ * final `session.error` / `session.status`) would be lost, and a request accepted before the
+ * signal (a flush in the middle of its upload round) would lose its connection unanswered.
  */
 async function endEventStreams(url: string, secret: string): Promise<void> {
+  log("info", "ending event streams and answering requests in flight");
   const ended = await shutdownCall(url, END_STREAMS_PATH, secret, STREAM_END_MS + END_STREAMS_SLACK_MS, "could not end event streams cleanly");
   if (ended) log("info", "event streams ended", ended as LogFields);
 }

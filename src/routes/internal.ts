@@ -15,6 +15,7 @@ import { log } from "../log.ts";
 import { fleetStatus } from "../runner/fleet.ts";
 import { configuredRegions, poolName } from "../runner/pool-name.ts";
 import { openStreams } from "../streams/open-streams.ts";
+import { inFlight } from "../http/in-flight.ts";
 import { beginShutdown } from "../http/draining.ts";
 import { STREAM_END_MS } from "../runtime-constants.ts";
 import { REGION_HEADER } from "../runner/runner-pool.ts";
@@ -103,7 +104,12 @@ internal.post("/drain", async (c) => {
 /**
  * `POST /internal/streams/end` (END_STREAMS_PATH, runner secret): the local stack's shutdown, once its runner-host
  * has drained. Every event stream of this isolate gets what its object already sent (the
- * interrupted turns' events) and ends; new streams get `429` from then on. Answers when they are
- * over, with how many ended cleanly and how many were cut.
+ * interrupted turns' events) and ends; new streams get `429` from then on. Meanwhile the requests
+ * still being answered (a flush's upload round, a load) finish. Answers when both are over, or
+ * after STREAM_END_MS, with how many streams ended cleanly and how many were cut, and how many
+ * requests were still unanswered.
  */
-internal.post("/streams/end", async (c) => c.json(await openStreams.endAll(STREAM_END_MS)));
+internal.post("/streams/end", async (c) => {
+  const [streams, requests] = await Promise.all([openStreams.endAll(STREAM_END_MS), inFlight.settled(STREAM_END_MS)]);
+  return c.json({ ...streams, unanswered: requests.left });
+});

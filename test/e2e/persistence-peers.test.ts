@@ -273,6 +273,43 @@ describe("r2 (workerd R2 binding)", () => {
   });
 });
 
+describe("shutdown with a request in flight", () => {
+  it("a flush caught in the middle of its upload round by SIGTERM is answered before the service exits", async () => {
+    const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+    const gcs = await startFakeGcs({ bucket: "sess", publicKey });
+    const account = JSON.stringify({
+      type: "service_account",
+      client_email: "svc@p.iam.gserviceaccount.com",
+      private_key: privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+      token_uri: `${gcs.url}/token`,
+    });
+    const env = { ...baseEnv, GCS_SERVICE_ACCOUNT: account, STORAGE_EMULATOR_HOST: gcs.url };
+    // No background round: the flush is the one that uploads.
+    const persistence = { provider: "gcs", bucket: "sess", prefix: "g/", interval_seconds: 3600 };
+    try {
+      const stack = await startStack({ config: stackConfig(provider, persistence), env });
+      const s = await createSession(stack.url);
+      const cp = await turn(stack.url, s, "flush at shutdown");
+      s.sse.close();
+      const gate = gcs.holdUploads();
+      const flush = call(stack.url, "POST", `/sessions/${s.id}/flush`, { token: TOKEN });
+      await gate.held;
+      const stopped = stack.stop();
+      // The stop has reached its last step before the runtime goes: the upload may go on now.
+      await stack.waitForLog(/"msg":"ending event streams and answering requests in flight"/);
+      gate.release();
+      const answer = await flush;
+      expect(answer.status).toBe(200);
+      expect(answer.body).toMatchObject({ pending: false, checkpoint: cp.id });
+      expect((await stopped).code).toBe(0);
+      expect(stack.stderr()).toMatch(/"msg":"event streams ended".*"unanswered":0/);
+      expect([...gcs.objects.keys()].some((k) => k.endsWith(`${s.id}/checkpoints/${cp.id}.json`))).toBe(true);
+    } finally {
+      await gcs.close();
+    }
+  });
+});
+
 describe("gcs (JSON API fake)", () => {
   it("uploads with a service-account token and loads on a fresh data_dir", async () => {
     const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });

@@ -12,6 +12,8 @@
  *
  * With `publicKey` set, object requests must carry a bearer token this fake issued (401 otherwise).
  * `stop()`/`start()` take the port down and up again (an outage) without losing objects.
+ * `holdUploads()` keeps every upload waiting, unanswered, until the `release()` it returns;
+ * `held` resolves once one is waiting (a request caught in the middle of its upload round).
  */
 import { createHash, createVerify, randomBytes, type KeyObject } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -25,6 +27,7 @@ export type FakeGcs = {
   stop(): Promise<void>;
   start(): Promise<void>;
   close(): Promise<void>;
+  holdUploads(): { held: Promise<void>; release(): void };
 };
 
 const CRC_TABLE = (() => {
@@ -66,6 +69,22 @@ export async function startFakeGcs(o: { bucket: string; publicKey?: KeyObject; p
   };
   const error = (res: ServerResponse, status: number, message: string) => json(res, status, { error: { code: status, message } });
 
+  let gate: { open: Promise<void>; arrived(): void } | undefined;
+  const holdUploads = () => {
+    let arrived!: () => void;
+    let release!: () => void;
+    const held = new Promise<void>((r) => (arrived = r));
+    const open = new Promise<void>((r) => (release = r));
+    gate = { open, arrived };
+    return {
+      held,
+      release: () => {
+        gate = undefined;
+        release();
+      },
+    };
+  };
+
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -92,6 +111,10 @@ export async function startFakeGcs(o: { bucket: string; publicKey?: KeyObject; p
     const path = url.pathname.replace(/^\/storage\/v1(?=\/b\/)/, "");
     const upload = /^\/upload\/storage\/v1\/b\/([^/]+)\/o$/.exec(url.pathname);
     if (upload && req.method === "POST") {
+      if (gate) {
+        gate.arrived();
+        await gate.open;
+      }
       if (decodeURIComponent(upload[1]!) !== o.bucket) return error(res, 404, "bucket not found");
       let name = url.searchParams.get("name");
       let data = body;
@@ -151,5 +174,5 @@ export async function startFakeGcs(o: { bucket: string; publicKey?: KeyObject; p
       server.closeAllConnections();
     });
   await start();
-  return { url: `http://127.0.0.1:${port}`, objects, log, start, stop, close: stop };
+  return { url: `http://127.0.0.1:${port}`, objects, log, start, stop, close: stop, holdUploads };
 }

@@ -54,7 +54,7 @@ describe("shutdown: open event streams end", () => {
     expect(await frames.next("the end of the stream")).toBeUndefined();
     const answer = await ending;
     expect(answer.status).toBe(200);
-    expect(await answer.json()).toEqual({ ended: 1, cut: 0 });
+    expect(await answer.json()).toEqual({ ended: 1, cut: 0, unanswered: 0 });
 
     const refused = await expectApiError(await stream(id), 429, "overloaded");
     expect(refused.message).toMatch(/shutting down/);
