@@ -11,7 +11,6 @@
  * Lifecycle: isolate memory only.
  */
 import type { MiddlewareHandler } from "hono";
-import type { AppEnv } from "./context.ts";
 
 export class InFlight {
   #count = 0;
@@ -47,4 +46,4 @@ export class InFlight {
 
 export const inFlight = new InFlight();
 
-export const trackInFlight: MiddlewareHandler<AppEnv> = (c, next) => (c.req.path.startsWith("/internal/") ? next() : inFlight.track(next));
+export const trackInFlight: MiddlewareHandler = (c, next) => (c.req.path.startsWith("/internal/") ? next() : inFlight.track(next));
