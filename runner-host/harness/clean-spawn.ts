@@ -22,8 +22,8 @@
  * (./harness-users.ts), or as the one user `SVC_HARNESS_USER` names; Node's spawn sets uid/gid
  * (and drops supplementary groups) before the wrapper runs.
  */
-import { accessSync, constants, readFileSync } from "node:fs";
-import { delimiter, isAbsolute, join } from "node:path";
+import { accessSync, constants, readFileSync, realpathSync, statSync } from "node:fs";
+import { delimiter, dirname, isAbsolute, join, resolve } from "node:path";
 
 /**
  * Closes every inherited descriptor above stderr: those without O_CLOEXEC (0o2000000 in fdinfo's
@@ -55,20 +55,56 @@ export function wrappedCommand(argv: readonly string[], path: string | undefined
   return [process.execPath, ["--no-warnings", "-e", WRAPPER, "--", lookPath(file!, path), ...args]];
 }
 
-/** `name` found on `path` (what a shell would run); an absolute or relative path as it is. */
-export function lookPath(name: string, path: string | undefined): string {
+/**
+ * `name` found on `path` (what a shell would run), as the user the harness runs as when that is
+ * not this process's (`as`): an entry that user cannot run is passed over, as its own shell
+ * would. A root runner-host's PATH often leads with directories under /root (a version manager's
+ * shims), which X_OK alone would accept. An absolute or relative path is returned as it is.
+ */
+export function lookPath(name: string, path: string | undefined, as?: Identity): string {
   if (name.includes("/") || isAbsolute(name)) return name;
   for (const dir of (path ?? "/usr/bin:/bin").split(delimiter)) {
     if (!dir) continue;
     const candidate = join(dir, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
+    if (cannotRun(candidate, as) === undefined) return candidate;
   }
   return name; // execve fails with ENOENT, reported as the harness exiting before ready
+}
+
+/**
+ * Why `file` cannot be executed (an errno code and, for another user, what stops it), or
+ * undefined when it can. For another user (`as`), from the mode bits: the file, and every
+ * directory on its path and on the path it resolves to, must grant that user execute (search) as
+ * owner, as group (its primary group only: spawn drops supplementary groups) or as anyone.
+ */
+export function cannotRun(file: string, as?: Identity): string | undefined {
+  try {
+    accessSync(file, constants.X_OK);
+    if (!as) return undefined;
+    const real = realpathSync(file);
+    if (!statSync(real).isFile()) return "EACCES (not a file)";
+    for (const p of new Set([...ancestors(resolve(file)), ...ancestors(real), real])) {
+      if (!executableBy(statSync(p), as)) return `EACCES (${p} is not ${p === real ? "executable" : "searchable"} by uid ${as.uid})`;
+    }
+    return undefined;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code ?? "failed";
+  }
+}
+
+function ancestors(p: string): string[] {
+  const out: string[] = [];
+  for (let d = dirname(p); ; d = dirname(d)) {
+    out.push(d);
+    if (d === dirname(d)) return out;
+  }
+}
+
+function executableBy(st: { uid: number; gid: number; mode: number }, as: Identity): boolean {
+  if (as.uid === 0) return (st.mode & 0o111) !== 0;
+  if (st.uid === as.uid) return (st.mode & 0o100) !== 0;
+  if (st.gid === as.gid) return (st.mode & 0o010) !== 0;
+  return (st.mode & 0o001) !== 0;
 }
 
 /**

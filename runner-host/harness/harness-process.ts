@@ -17,7 +17,7 @@
  *   and is reported as `framing_violation` (docs/harness-protocol.md "Transport"). A response
  *   that comes after its request timed out is dropped.
  */
-import { accessSync, constants, existsSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { chown, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
@@ -25,7 +25,7 @@ import { performance } from "node:perf_hooks";
 import { issueSummary } from "../../src/shared/zod-issues.ts";
 import { redactValues } from "../error-text.ts";
 import { writeLogLine } from "../log.ts";
-import { harnessIdentity, lookPath, wrappedCommand, type Identity } from "./clean-spawn.ts";
+import { cannotRun, harnessIdentity, lookPath, wrappedCommand, type Identity } from "./clean-spawn.ts";
 import { spawner, type SpawnedChild } from "./spawner.ts";
 import { harnessUidRange, HarnessUsers, privateDirOf } from "./harness-users.ts";
 import { StderrRelay } from "./stderr-relay.ts";
@@ -178,14 +178,13 @@ export class HarnessProcess {
     const argv = resolveCommand(options.command, options.baseDir ?? process.cwd());
     const PATH = process.env.PATH ?? "/usr/bin:/bin";
     let dir: string | undefined;
+    let file: string;
     try {
-      // The wrapper execs the harness itself, so a missing binary is caught here, as spawn would.
-      const file = lookPath(argv[0]!, PATH);
-      try {
-        accessSync(file, constants.X_OK);
-      } catch (err) {
-        throw new HarnessError("exited", `exited before ready (spawn_failed, code null): spawn ${file} ${(err as NodeJS.ErrnoException).code ?? "failed"}`);
-      }
+      // The wrapper execs the harness itself, so a binary that is missing, or that the harness's
+      // user may not run, is caught here, as spawn would.
+      file = lookPath(argv[0]!, PATH, identity);
+      const refused = cannotRun(file, identity);
+      if (refused) throw new HarnessError("exited", `exited before ready (spawn_failed, code null): spawn ${file} ${refused}`);
       // A user of its own was claimed with its private directory (./harness-users.ts).
       const made = ownUid !== undefined ? privateDirOf(ownUid) : await mkdtemp(join(identity ? tmpdir() : options.rootDir, "svc-harness-"));
       dir = made;
@@ -200,11 +199,11 @@ export class HarnessProcess {
     const started = performance.now();
     const env = { PATH, HOME: join(dir, "home"), TMPDIR: join(dir, "tmp"), LANG: "C.UTF-8" };
     // Through the wrapper: inherited descriptors closed, then the harness exec'd in its place.
-    const [file, args] = wrappedCommand(argv, PATH);
+    const [wrapper, args] = wrappedCommand([file, ...argv.slice(1)], PATH);
     let child: SpawnedChild;
     try {
       // Own process group (the helper starts every child so), so kill() reaches everything the harness started.
-      child = await spawner().spawn({ file, args, cwd: join(dir, "work"), env, ...(identity ? { uid: identity.uid, gid: identity.gid } : {}) });
+      child = await spawner().spawn({ file: wrapper, args, cwd: join(dir, "work"), env, ...(identity ? { uid: identity.uid, gid: identity.gid } : {}) });
     } catch (err) {
       const message = (err as Error).message;
       logError("harness process error", { error: message });
