@@ -449,8 +449,9 @@ export class HarnessProcess {
           return;
         }
         if (!pending) return this.#violation(`response to an id never sent or already answered: ${JSON.stringify(msg.id)}`);
-        if (msg.ok && !RESULT_SCHEMAS[pending.op].safeParse(msg.result).success) {
-          return this.#violation(`malformed ${pending.op} result`);
+        if (msg.ok) {
+          const result = RESULT_SCHEMAS[pending.op].safeParse(msg.result);
+          if (!result.success) return this.#violation(`malformed ${pending.op} result (${issueSummary(result.error.issues, 1)})`);
         }
         this.#pending.delete(msg.id);
         clearTimeout(pending.timer);

@@ -46,6 +46,12 @@ describe("HarnessProcess", () => {
     expect(await hp.exited).toMatchObject({ reason: "framing_violation" });
   });
 
+  it("names the field of a malformed result in the framing violation", async () => {
+    const { hp } = await startFake(fake(`const c=JSON.parse(line);process.stdout.write(JSON.stringify({type:"response",id:c.id,ok:true,result:{sessions:0,running:null}})+"\\n");`));
+    await expect(hp.request({ op: "ping" })).rejects.toMatchObject({ code: "framing_violation" });
+    expect((await hp.exited).message).toMatch(/^framing violation: malformed ping result \(running: .*number.*\)/);
+  });
+
   it("drops a response that comes after its request timed out and keeps serving; a second response to an id is a framing violation", async () => {
     const logs: Record<string, unknown>[] = [];
     let lateSeen!: () => void;
