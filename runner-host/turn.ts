@@ -10,6 +10,7 @@
  */
 import type { TurnEndEvent, SessionEvent } from "./harness/protocol.ts";
 import type { TurnSlot } from "./harness-pool.ts";
+import { recordLineBytes } from "./harness/state-parts.ts";
 import { DeltaBuffer } from "./delta-buffer.ts";
 import { foreign, redactValues, tenantMessage } from "./error-text.ts";
 import type { SessionLink } from "./link.ts";
@@ -216,6 +217,15 @@ export class Turn {
         this.#deltas.flush();
         // A provider's error the harness keeps in its history may quote the key (never at rest).
         const records = redactValues(e.records, this.#o.secrets());
+        // A record the harness could not be sent back in one line would leave a session that can
+        // never be opened again: refused here, it fails this turn only (a resume goes back to
+        // the last checkpoint, without it).
+        const max = this.#slot!.hp.maxLineBytes;
+        const over = records.map((r) => recordLineBytes(this.#o.key, r)).find((n) => n > max);
+        if (over !== undefined) {
+          const message = `the harness wrote a native state record that needs a ${over}-byte line to be sent back, over its line limit (${max} bytes)`;
+          return this.interrupt({ status: "failed", error: { code: "service_error", message } });
+        }
         this.#o.link.send({ t: "native", records });
         telemetry().nativeAppended(records);
         return this.#o.onNative(records);

@@ -22,14 +22,14 @@ export function planOpen(open: Open, maxLineBytes: number): OpenPlan {
   if (records.length === 0 || bytes(bare) + ID_ALLOWANCE > maxLineBytes) {
     return { error: `the open command (${whole} bytes) exceeds the harness's line limit (${maxLineBytes} bytes)` };
   }
-  const envelope = bytes({ op: "state_part", session: open.session, records: [] }) + ID_ALLOWANCE;
+  const envelope = partEnvelope(open.session);
   const parts: Part[] = [];
   let current: NativeRecord[] = [];
   let size = envelope;
   for (const [i, r] of records.entries()) {
     const n = bytes(r);
     if (envelope + n > maxLineBytes) {
-      return { error: `native state record ${i} (${n} bytes) exceeds the harness's line limit (${maxLineBytes} bytes)` };
+      return { error: `native state record ${i} (${n} bytes) needs a ${envelope + n}-byte state_part line, over the harness's line limit (${maxLineBytes} bytes)` };
     }
     const add = n + (current.length > 0 ? 1 : 0); // the comma between records
     if (size + add > maxLineBytes) {
@@ -42,6 +42,19 @@ export function planOpen(open: Open, maxLineBytes: number): OpenPlan {
   }
   if (current.length > 0) parts.push({ op: "state_part", session: open.session, records: current });
   return { parts, open: bare };
+}
+
+/**
+ * The line a record needs to be sent back to the harness on its own (a `state_part` of one
+ * record), in bytes; a record past the harness's `max_line_bytes` by this measure can never be
+ * re-opened, so the runner-host refuses it when the harness writes it.
+ */
+export function recordLineBytes(session: string, record: NativeRecord): number {
+  return partEnvelope(session) + bytes(record);
+}
+
+function partEnvelope(session: string): number {
+  return bytes({ op: "state_part", session, records: [] }) + ID_ALLOWANCE;
 }
 
 function bytes(value: unknown): number {

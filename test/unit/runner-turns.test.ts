@@ -387,6 +387,30 @@ describe("runner-host turns with a harness of another author", () => {
     });
   });
 
+  it("a native record the harness could not be sent back in one line fails its turn and is not kept; one that just fits is", async () => {
+    // The record's state_part line (one record, with the runner-host's id allowance of 48 bytes) is
+    // exactly the harness's max_line_bytes (1 MiB) for "fit", one byte more for "over".
+    const [node, e, script] = inlineHarness(
+      "records",
+      `const env = JSON.stringify({ op: "state_part", session: cmd.session, records: [] }).length + 48;
+       const pad = "x".repeat((1 << 20) - env - JSON.stringify({ role: "user", pad: "" }).length + (cmd.text === "over" ? 1 : 0));
+       out({ type: "state.append", session: cmd.session, turn: cmd.turn, records: [{ role: "user", pad }] });
+       out({ type: "turn.end", session: cmd.session, turn: cmd.turn, status: "completed" });`,
+    );
+    rig = await Rig.start({ harness: { command: [node!, e!, script!] } });
+    const fake = await rig.open("sess-records");
+    await opened(fake);
+    const fit = rig.run(fake, "fit");
+    expect(await turnEnd(fake, fit)).toMatchObject({ status: "completed" });
+    expect(turnWindow(fake, fit).filter((m) => m.t === "native")).toHaveLength(1);
+    const over = rig.run(fake, "over");
+    expect(await turnEnd(fake, over)).toMatchObject({
+      status: "failed",
+      error: { code: "service_error", message: `the harness wrote a native state record that needs a ${(1 << 20) + 1}-byte line to be sent back, over its line limit (${1 << 20} bytes)` },
+    });
+    expect(turnWindow(fake, over).filter((m) => m.t === "native")).toEqual([]);
+  });
+
   it("a command answered after its timeout leaves nothing running unread: a late open is detached, a late run interrupted", async () => {
     // Takes commands concurrently: it accepts an open with instructions "late", and every run, 300
     // ms late, and only then has the session open or the turn running; says on stderr what an
