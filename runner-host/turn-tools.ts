@@ -64,7 +64,21 @@ export type TurnToolsOptions = Pick<TurnOptions, "turn" | "key" | "link" | "rout
   beforeSend(): void;
 };
 
-type Call = { id: string; harnessId: string; name: string; answered: boolean; started: number; span: ToolSpan };
+/** `metric`: the call's `tool` label in svc.tool.* (metricLabel). */
+type Call = { id: string; harnessId: string; name: string; metric: string; answered: boolean; started: number; span: ToolSpan };
+
+/**
+ * The `tool` label of a call's metrics. Only a host tool's name, from the host configuration, is
+ * a label value: a runtime tool's name is its tenant's, and a name the model made up (a tool the
+ * session does not have, or one the harness answers itself) is anything at all, of any length. As
+ * labels they would carry a tenant's words into metrics and grow the series without bound, so
+ * they count as `runtime`, `harness` and `unknown`. The call's span keeps the real name.
+ */
+function metricLabel(route: ToolRoute, answeredByHarness: boolean): string {
+  if (answeredByHarness) return "harness";
+  if (route.kind === "host") return route.tool.name;
+  return route.kind === "runtime" ? "runtime" : "unknown";
+}
 
 export class TurnTools {
   readonly #o: TurnToolsOptions;
@@ -79,8 +93,8 @@ export class TurnTools {
   /** `answeredByHarness`: the harness answers it itself (its `tool.result` follows); never run here. */
   onCall(call: { id: string; name: string; arguments: Record<string, unknown> }, answeredByHarness = false): void {
     const span = telemetry().startToolSpan(this.#o.trace, call.name);
-    const c: Call = { id: newId(), harnessId: call.id, name: call.name, answered: false, started: performance.now(), span };
     const route = this.#o.route(call.name);
+    const c: Call = { id: newId(), harnessId: call.id, name: call.name, metric: metricLabel(route, answeredByHarness), answered: false, started: performance.now(), span };
     if (answeredByHarness) {
       this.#announce(c, call.arguments, false);
       this.#local.set(call.id, c);
@@ -213,7 +227,7 @@ export class TurnTools {
     const outcome = result.is_error ? "tool_error" : "success";
     const ms = performance.now() - c.started;
     c.span.end(outcome);
-    telemetry().toolCall(c.name, outcome, ms);
+    telemetry().toolCall(c.metric, outcome, ms);
     this.#o.log("debug", "tool call finished", { tool: c.name, outcome, duration_ms: Math.round(ms) });
     this.#o.beforeSend();
     this.#o.link.send({ t: "tool_result", turn: this.#o.turn, call_id: c.id, result });
