@@ -6,7 +6,7 @@
  * server reload or restart), reconnects with that cursor, so retained events arrive with no gap
  * and no duplicate. Live-only events sent while it was away are not replayed (the service never
  * does). A `429` waits out `Retry-After`; a `5xx` or a network error is retried with back-off, and
- * after `maxReconnects` such attempts in a row it gives up (`StreamGaveUpError`, with the cursor
+ * once a failed attempt and `maxReconnects` retries after it have all failed it gives up (`StreamGaveUpError`, with the cursor
  * to resume from). A stream that opened and then dropped never counts toward that: it reconnects
  * at once, or backing off when its connections keep dropping within a second. It ends after a
  * `session.status` of `closed` (or when the server ends the stream of a session that is closed,
@@ -22,7 +22,7 @@ export type StreamOptions = {
   /** Start after this cursor (default: the beginning of the log). */
   after?: string;
   signal?: AbortSignal;
-  /** Connection attempts in a row that fail (network error, `5xx`) before giving up (default 20: about a minute). */
+  /** Retries of a failed connection attempt (network error, `5xx`), all failing, before giving up (default 20: about a minute). */
   maxReconnects?: number;
   /** Called before each reconnect with the cursor it resumes from and its attempt (1 after a steady drop, counting up while they fail). */
   onReconnect?: (cursor: string, attempt: number) => void;
@@ -34,7 +34,7 @@ export type StreamOptions = {
   onReset?: () => void;
 };
 
-/** Thrown when reconnecting failed `maxReconnects` times in a row; `cursor` resumes the stream, `cause` is the last failure. */
+/** Thrown when a failed connection attempt and its `maxReconnects` retries all failed; `cursor` resumes the stream, `cause` is the last failure. */
 export class StreamGaveUpError extends Error {
   readonly cursor: string;
   constructor(sessionId: string, attempts: number, cursor: string, cause: unknown) {

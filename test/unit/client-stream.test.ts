@@ -62,7 +62,7 @@ describe("client stream: reconnects and gives up", () => {
     expect(urls.map((u) => new URL(u).searchParams.get("after"))).toEqual(["", "", "", "c1", "c1", "c1"]);
   });
 
-  it("gives up after maxReconnects failed attempts in a row, with the cursor to resume from and the last failure", async () => {
+  it("gives up once a failed attempt and maxReconnects retries after it have all failed, with the cursor to resume from and the last failure", async () => {
     const cause = new TypeError("fetch failed");
     const { svc, urls } = scripted([() => sse(frame(statusEvent(1, "idle"))), ...Array.from({ length: 4 }, () => () => cause)]);
     const it = svc.stream(ID, { maxReconnects: 3 });
