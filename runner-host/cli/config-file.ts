@@ -110,17 +110,21 @@ function envFileBeside(configPath: string): string | undefined {
 
 /**
  * SIGHUP, into `next` (a copy of the process environment): the env file's values replace what
- * the process had (a rotated key, say), and a variable the process took from the file that the
- * file no longer sets is removed (a retired token stops working; a named one missing is refused
- * by the caller's check). `apply` then makes `next` the process environment.
+ * the process had (a rotated key, say), also a variable svc's own environment set at start, which
+ * the start left alone (the file is what an operator edits before a SIGHUP); those are named in
+ * `replaced` (when the value differs) so the caller can say so. A variable the process took from
+ * the file that the file no longer sets is removed (a retired token stops working; a named one
+ * missing is refused by the caller's check). `apply` then makes `next` the process environment.
  */
-export function reloadEnvFileBeside(configPath: string, next: NodeJS.ProcessEnv): { file?: string; apply(): void } {
+export function reloadEnvFileBeside(configPath: string, next: NodeJS.ProcessEnv): { file?: string; replaced: string[]; apply(): void } {
   const file = envFileBeside(configPath);
   const values = file ? parseEnv(readFileSync(file, "utf8")) : {};
   for (const k of fromFile) if (!Object.hasOwn(values, k)) delete next[k];
+  const replaced = Object.keys(values).filter((k) => !fromFile.has(k) && next[k] !== undefined && next[k] !== values[k]);
   Object.assign(next, values);
   return {
     file,
+    replaced,
     apply() {
       for (const k of Object.keys(process.env)) if (!Object.hasOwn(next, k)) delete process.env[k];
       Object.assign(process.env, next);

@@ -243,14 +243,15 @@ export async function startLocalStack(o: LocalStackOptions): Promise<number> {
     };
     process.once("SIGINT", onSignal);
     process.once("SIGTERM", onSignal);
-    // SIGHUP: re-read the env file beside the config (its values win) and restart the Worker
-    // runtime with them — how a rotated provider key reaches the local stack.
+    // SIGHUP: re-read the env file beside the config (its values win, also over a variable svc's
+    // environment set at start: logged) and restart the Worker runtime with them — how a rotated
+    // provider key reaches the local stack.
     process.on("SIGHUP", () => {
       if (stopping) return;
       // Read into a copy and checked as a start checks it: an environment that would not start
       // (a token under 24 bytes, a variable gone) is refused whole, and the running one stays.
       const next = { ...process.env };
-      const { file, apply } = reloadEnvFileBeside(o.configPath, next);
+      const { file, replaced, apply } = reloadEnvFileBeside(o.configPath, next);
       const problems = checkEnvironment(o.config, next);
       if (problems.length > 0) return log("error", "reload refused: the environment would not start; nothing changed", { env_file: file ?? null, problems: problems.join("; ") });
       // Another value under a credential key's id could not decrypt one override encrypted before:
@@ -267,6 +268,9 @@ export async function startLocalStack(o: LocalStackOptions): Promise<number> {
         log("warn", "the runner secret is read at start only: restart svc and its runner-hosts to rotate it", { variable: secretVar });
       }
       apply();
+      if (replaced.length > 0) {
+        log("warn", "the env file replaced variables svc's environment set at start (a start keeps those)", { env_file: file ?? null, variables: replaced.join(", ") });
+      }
       log("info", "reloading", { env_file: file ?? null });
       stack.reload(process.env).catch((e) => log("error", "reload failed", { error: String(e) }));
     });

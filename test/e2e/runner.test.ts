@@ -92,6 +92,10 @@ describe("link and keys", () => {
     // The first request that carried this text is the first turn's (later ones repeat it as history).
     const old = provider.requests.find((r) => JSON.stringify(r.body).includes("before rotation"))!;
     expect(old.headers.authorization).toBe("Bearer sk-rotation-old");
+    // The old key came from svc's environment, which a start would have kept over the file: said.
+    const replaced = stack.stderr().slice(mark).split("\n").find((l) => l.includes("the env file replaced variables"));
+    expect(JSON.parse(replaced!)).toMatchObject({ level: "warn", variables: "OPENAI_KEY" });
+    expect(replaced).not.toContain("sk-rotation");
     const pidsAfter = harnessPids(stack);
     expect(pidsAfter.length).toBeGreaterThan(pidsBefore.length);
     expect(pidsBefore).not.toContain(pidsAfter.at(-1));
