@@ -273,17 +273,22 @@ describe("r2 (workerd R2 binding)", () => {
   });
 });
 
+/** The fake GCS with a service account of its own, and the stack's environment pointing at it. */
+async function startGcsPeer() {
+  const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+  const gcs = await startFakeGcs({ bucket: "sess", publicKey });
+  const account = JSON.stringify({
+    type: "service_account",
+    client_email: "svc@p.iam.gserviceaccount.com",
+    private_key: privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+    token_uri: `${gcs.url}/token`,
+  });
+  return { gcs, env: { ...baseEnv, GCS_SERVICE_ACCOUNT: account, STORAGE_EMULATOR_HOST: gcs.url } };
+}
+
 describe("shutdown with a request in flight", () => {
   it("a flush caught in the middle of its upload round by SIGTERM is answered before the service exits", async () => {
-    const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
-    const gcs = await startFakeGcs({ bucket: "sess", publicKey });
-    const account = JSON.stringify({
-      type: "service_account",
-      client_email: "svc@p.iam.gserviceaccount.com",
-      private_key: privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
-      token_uri: `${gcs.url}/token`,
-    });
-    const env = { ...baseEnv, GCS_SERVICE_ACCOUNT: account, STORAGE_EMULATOR_HOST: gcs.url };
+    const { gcs, env } = await startGcsPeer();
     // No background round: the flush is the one that uploads.
     const persistence = { provider: "gcs", bucket: "sess", prefix: "g/", interval_seconds: 3600 };
     try {
@@ -312,15 +317,7 @@ describe("shutdown with a request in flight", () => {
 
 describe("gcs (JSON API fake)", () => {
   it("uploads with a service-account token and loads on a fresh data_dir", async () => {
-    const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
-    const gcs = await startFakeGcs({ bucket: "sess", publicKey });
-    const account = JSON.stringify({
-      type: "service_account",
-      client_email: "svc@p.iam.gserviceaccount.com",
-      private_key: privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
-      token_uri: `${gcs.url}/token`,
-    });
-    const env = { ...baseEnv, GCS_SERVICE_ACCOUNT: account, STORAGE_EMULATOR_HOST: gcs.url };
+    const { gcs, env } = await startGcsPeer();
     const persistence = { provider: "gcs", bucket: "sess", prefix: "g/", interval_seconds: 1 };
     try {
       const first = await startStack({ config: stackConfig(provider, persistence), env });
