@@ -29,7 +29,8 @@
  *   request of its harness waits, and is replaced when the runner-host sees a changed key. It is
  *   started with the grants seen so far, so there is none before the first session's grant.
  *   A taken spare's replacement starts once the session that took it ended its first turn, or
- *   `spareReplaceMs` after the take, whichever comes first: starting a process blocks this
+ *   `spareReplaceMs` after the take, whichever comes first, and so does a spare behind a process
+ *   started for a session (a runner-host's first session: no spare before it): starting a process blocks this
  *   process's event loop while it forks (12–27 ms at 250 MiB, more the larger it is) and the new
  *   process then spends ~300 ms of CPU starting, both of which the new session's first output
  *   waited behind (bench/RESULTS.md "Thirteenth session").
@@ -120,7 +121,10 @@ export class HarnessPool {
   #grants = 0;
   /** Harnesses whose last spare failed to start or ended unasked: no spares until one of their processes starts. */
   #spareFailed = new Set<string>();
-  /** Taken spares whose replacement waits for their first turn's end (or the timer). */
+  /**
+   * Processes a session just took (a spare) or had started for it: the harness's spare starts wait
+   * for that session's first turn's end (or the timer).
+   */
   #replacing = new Map<PooledProcess, NodeJS.Timeout>();
   #pumping = false;
   #again = false;
@@ -280,9 +284,15 @@ export class HarnessPool {
         spare.tenant = tenant; // for good: it holds this tenant's sessions only from now on
         p = spare;
         this.#o.log("info", "spare harness process taken", { harness: e.s.harness, pid: spare.pid });
-        this.#replacing.set(spare, setTimeout(() => this.#replaceSpare(spare), this.#o.spareReplaceMs ?? SPARE_REPLACE_MS));
+        this.#holdSpares(spare);
       }
-      this.#openIn(e, p ?? this.#spawn(e.s.harness, tenant, grant));
+      if (!p) {
+        p = this.#spawn(e.s.harness, tenant, grant);
+        // Started for a session, it holds back the harness's spare starts as a taken spare does:
+        // the first session of a runner-host (before it no key was known to start a spare with).
+        if (cfg.spares > 0) this.#holdSpares(p);
+      }
+      this.#openIn(e, p);
     }
     for (const p of this.processes()) {
       if (!p.spare && p.state === "ready" && p.load === 0 && p.running === 0) this.#stopProcess(p, "its last session was detached");
@@ -463,6 +473,11 @@ export class HarnessPool {
     for (const [s, r] of this.#where) if (r.proc === p && r.open) this.#where.delete(s);
     this.#o.log("info", "stopping harness process", { harness: p.harness, pid: p.pid, why });
     void p.stop().finally(() => this.#pump());
+  }
+
+  /** The harness's spare starts wait for `p`'s session's first turn to end, or `spareReplaceMs`. */
+  #holdSpares(p: PooledProcess): void {
+    this.#replacing.set(p, setTimeout(() => this.#replaceSpare(p), this.#o.spareReplaceMs ?? SPARE_REPLACE_MS));
   }
 
   /**

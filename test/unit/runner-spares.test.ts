@@ -18,10 +18,12 @@ async function spareStarted(r: Rig): Promise<number> {
   return Number(l.fields.pid);
 }
 
-/** Acme's session opened (a spare starts behind it), then a new tenant's session opened in that spare. */
+/** Acme's session ran a turn (a spare starts behind it), then a new tenant's session opened in that spare. */
 async function sessionInSpare(name: string, spareReplaceMs: number): Promise<{ r: Rig; spare: number }> {
   const r = (rig = await Rig.start({ tenants: ["b"], harness: { spares: 1 }, host: { spareReplaceMs } }));
-  await opened(await r.open(`${name}-a`));
+  const a = await r.open(`${name}-a`);
+  await opened(a);
+  expect((await turnEnd(a, r.run(a, "first"))).status).toBe("completed");
   const spare = await spareStarted(r);
   await opened(await r.open(`${name}-b`, { tenant: "b" }));
   expect(r.host.pool.residentIn(r.host.session(`${name}-b`)!)!.pid).toBe(spare);
@@ -34,6 +36,9 @@ describe("spare harness processes", () => {
     rig = await Rig.start({ tenants: ["b"], harness: { spares: 1 }, host: { spareReplaceMs: 60_000 } });
     const a = await rig.open("spare-a");
     await opened(a);
+    // The runner-host's first session: no spare starts while it opens and runs its first turn either.
+    expect(rig.host.pool.processes("ref")).toHaveLength(1);
+    expect((await turnEnd(a, rig.run(a, "first"))).status).toBe("completed");
     const spare = await spareStarted(rig);
     const procA = rig.host.pool.residentIn(rig.host.session("spare-a")!)!;
     expect(procA.tenant).toBe("acme");
