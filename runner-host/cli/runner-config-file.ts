@@ -18,13 +18,20 @@ export type RunnerLoad = { ok: true; config: RunnerConfig; path: string; from: "
 export async function loadRunnerConfigFile(file: string, env: Record<string, string | undefined> = process.env, o: { checkEnv?: boolean } = {}): Promise<RunnerLoad> {
   const read = await readTextFile(file);
   if (!read.ok) return read;
-  const parsed = parseConfigText(read.text, parseEither);
+  let regions: string[] = [];
+  const parsed = parseConfigText(read.text, (value) => parseEither(value, (r) => (regions = r)));
   if (!parsed.ok) return parsed;
   const config = { ...parsed.config };
   const region = env[REGION_VAR];
   if (region !== undefined) {
     if (!regionName.safeParse(region).success) return { ok: false, problems: [`environment variable ${REGION_VAR}: must be 1 to 32 lowercase letters, digits or dashes`] };
     config.region = region;
+  }
+  // A host configuration that lists regions does not say which one this runner-host serves; the
+  // service would refuse it every time (409), as `svc runner-config` refuses to guess.
+  if (regions.length > 0 && !regions.includes(config.region)) {
+    const why = region === undefined ? "is not set" : `is "${region}"`;
+    return { ok: false, problems: [`runners.regions: the host configuration lists ${regions.join(", ")}; set ${REGION_VAR} to the one this runner-host serves (it ${why})`] };
   }
   const problems = o.checkEnv === false ? [] : checkRunnerEnvironment(config, env);
   // What the run would refuse at start, `-check` refuses too.
@@ -33,11 +40,13 @@ export async function loadRunnerConfigFile(file: string, env: Record<string, str
   return problems.length > 0 ? { ok: false, problems } : { ok: true, config, path: read.path, from: parsed.from };
 }
 
-function parseEither(value: unknown): RunnerConfigResult {
+/** A runner configuration, or the runner's part of a host configuration (its regions to `regionsOf`). */
+function parseEither(value: unknown, regionsOf: (regions: string[]) => void): RunnerConfigResult {
   if (typeof value !== "object" || value === null || !Object.hasOwn(value, "tokens")) return parseRunnerConfig(value);
   const host = parseHostConfig(value);
   if (!host.ok) return host;
   if (!host.config.runners) return { ok: false, problems: ["runners: required for svc runner (the secret it dials the service with)"] };
+  regionsOf(Object.keys(host.config.runners.regions ?? {}));
   return { ok: true, config: runnerConfigFromHost(host.config), from: "host" };
 }
 

@@ -59,6 +59,21 @@ describe("the runner configuration", () => {
       ok: false,
       problems: ["environment variable SVC_RUNNER_REGION: must be 1 to 32 lowercase letters, digits or dashes"],
     });
+    // Its regions do not say which one this runner-host serves: the service would refuse it every time.
+    const regions = write("host-regions.json", {
+      tokens: [{ token_env: "TENANT_TOKEN", tenant: "a", manage: true }],
+      harnesses,
+      runners: { token_env: "RS", regions: { eu: {}, us: {} } },
+    });
+    expect(await loadRunnerConfigFile(regions, { RS: SECRET })).toEqual({
+      ok: false,
+      problems: ["runners.regions: the host configuration lists eu, us; set SVC_RUNNER_REGION to the one this runner-host serves (it is not set)"],
+    });
+    expect(await loadRunnerConfigFile(regions, { RS: SECRET, SVC_RUNNER_REGION: "asia" })).toEqual({
+      ok: false,
+      problems: ['runners.regions: the host configuration lists eu, us; set SVC_RUNNER_REGION to the one this runner-host serves (it is "asia")'],
+    });
+    expect((await loadRunnerConfigFile(regions, { RS: SECRET, SVC_RUNNER_REGION: "us" })).ok).toBe(true);
     const noRunners = write("host-no-runners.json", { tokens: [{ token_env: "T", tenant: "a" }], harnesses });
     expect(await loadRunnerConfigFile(noRunners, {})).toEqual({ ok: false, problems: ["runners: required for svc runner (the secret it dials the service with)"] });
   });
