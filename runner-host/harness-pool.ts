@@ -125,7 +125,7 @@ export class HarnessPool {
    * Processes a session just took (a spare) or had started for it: the harness's spare starts wait
    * for that session's first turn's end (or the timer).
    */
-  #replacing = new Map<PooledProcess, NodeJS.Timeout>();
+  #spareHolds = new Map<PooledProcess, NodeJS.Timeout>();
   #pumping = false;
   #again = false;
   #stopped = false;
@@ -168,8 +168,8 @@ export class HarnessPool {
   /** Stops every process and cancels every waiting request. */
   async stop(): Promise<void> {
     this.#stopped = true;
-    for (const t of this.#replacing.values()) clearTimeout(t);
-    this.#replacing.clear();
+    for (const t of this.#spareHolds.values()) clearTimeout(t);
+    this.#spareHolds.clear();
     for (const e of this.#queue.splice(0)) e.settle(new CancelledError("the runner-host is shutting down"));
     this.#where.clear();
     await Promise.all([...this.processes().map((p) => p.stop()), ...this.#cleaning]);
@@ -312,7 +312,7 @@ export class HarnessPool {
         if (p.spare && p.usable && !grants.every((g) => p.matches(g))) this.#stopProcess(p, "provider key changed");
       }
       if (cfg.spares === 0 || waiting.has(harness) || this.#spareFailed.has(harness)) continue;
-      if (this.#replacementWaits(harness)) continue;
+      if (this.#sparesHeld(harness)) continue;
       const live = (this.#procs.get(harness) ?? []).filter((p) => p.usable);
       let hosts = live.length;
       let spares = live.filter((p) => p.spare).length;
@@ -346,7 +346,7 @@ export class HarnessPool {
         p.running--;
         r.turn = false;
         r.lastUsed = Date.now();
-        if (this.#replacing.has(p)) return this.#replaceSpare(p); // pumps a moment later
+        if (this.#spareHolds.has(p)) return this.#releaseSpares(p); // pumps a moment later
         this.#pump();
       },
     });
@@ -477,34 +477,34 @@ export class HarnessPool {
 
   /** The harness's spare starts wait for `p`'s session's first turn to end, or `spareReplaceMs`. */
   #holdSpares(p: PooledProcess): void {
-    this.#replacing.set(p, setTimeout(() => this.#replaceSpare(p), this.#o.spareReplaceMs ?? SPARE_REPLACE_MS));
+    this.#spareHolds.set(p, setTimeout(() => this.#releaseSpares(p), this.#o.spareReplaceMs ?? SPARE_REPLACE_MS));
   }
 
   /**
-   * The taken spare's replacement may start. From an immediate, not at once: what the turn's end
+   * `p`'s hold on its harness's spare starts ends. From an immediate, not at once: what the turn's end
    * queued (its `turn_end` on the link, also written from an immediate) leaves before the fork.
    */
-  #replaceSpare(p: PooledProcess): void {
-    if (this.#stopWaiting(p)) setImmediate(() => this.#pump());
+  #releaseSpares(p: PooledProcess): void {
+    if (this.#dropHold(p)) setImmediate(() => this.#pump());
   }
 
-  /** Ends `p`'s wait for its replacement; true if it had one. */
-  #stopWaiting(p: PooledProcess): boolean {
-    const t = this.#replacing.get(p);
+  /** Ends `p`'s hold on spare starts; true if it had one. */
+  #dropHold(p: PooledProcess): boolean {
+    const t = this.#spareHolds.get(p);
     if (t === undefined) return false;
     clearTimeout(t);
-    this.#replacing.delete(p);
+    this.#spareHolds.delete(p);
     return true;
   }
 
-  /** Whether a taken spare of this harness still waits for its replacement (on every pass: no copy). */
-  #replacementWaits(harness: string): boolean {
-    for (const p of this.#replacing.keys()) if (p.harness === harness) return true;
+  /** Whether a process of this harness still holds its spare starts (on every pass: no copy). */
+  #sparesHeld(harness: string): boolean {
+    for (const p of this.#spareHolds.keys()) if (p.harness === harness) return true;
     return false;
   }
 
   #onExit(p: PooledProcess, exit: HarnessExit, expected: boolean): void {
-    this.#stopWaiting(p); // the pass at the end starts the replacement
+    this.#dropHold(p); // the pass at the end starts the replacement
     const list = this.#procs.get(p.harness) ?? [];
     this.#procs.set(p.harness, list.filter((x) => x !== p));
     const cleaned = p.hp?.exited;

@@ -63,7 +63,7 @@ export interface Telemetry {
   /** `svc.tool.calls` and `svc.tool.duration`. */
   toolCall(tool: string, outcome: ToolOutcome, ms: number): void;
   /** `svc.native.appended_bytes`: the JSON size of native records a harness appended. */
-  nativeAppended(records: unknown[]): void;
+  nativeAppended(bytes: number): void;
   /** Exports what is pending now. Never throws. */
   flush(): Promise<void>;
   /** Exports what is pending and stops. Never throws. */
@@ -225,8 +225,8 @@ class OtlpTelemetry implements Telemetry {
     this.#toolCalls.add(1, { tool, outcome });
     this.#toolDuration.record(ms, { tool, outcome });
   }
-  nativeAppended(records: unknown[]): void {
-    this.#nativeBytes.add(Buffer.byteLength(JSON.stringify(records)));
+  nativeAppended(bytes: number): void {
+    this.#nativeBytes.add(bytes);
   }
 
   flush(): Promise<void> {

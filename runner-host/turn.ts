@@ -220,14 +220,16 @@ export class Turn {
         // A record the harness could not be sent back in one line would leave a session that can
         // never be opened again: refused here, it fails this turn only (a resume goes back to
         // the last checkpoint, without it).
+        const sizes = records.map((r) => Buffer.byteLength(JSON.stringify(r)));
         const max = this.#slot!.hp.maxLineBytes;
-        const over = records.map((r) => recordLineBytes(this.#o.key, r)).find((n) => n > max);
+        const over = sizes.map((n) => recordLineBytes(this.#o.key, n)).find((n) => n > max);
         if (over !== undefined) {
           const message = `the harness wrote a native state record that needs a ${over}-byte line to be sent back, over its line limit (${max} bytes)`;
           return this.interrupt({ status: "failed", error: { code: "service_error", message } });
         }
         this.#o.link.send({ t: "native", records });
-        telemetry().nativeAppended(records);
+        // The records as one JSON array: their own bytes, the commas between them and the brackets.
+        telemetry().nativeAppended(sizes.reduce((a, b) => a + b, 0) + Math.max(sizes.length - 1, 0) + 2);
         return this.#o.onNative(records);
       }
       case "tool.call":

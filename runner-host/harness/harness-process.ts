@@ -183,7 +183,8 @@ export class HarnessProcess {
       // The wrapper execs the harness itself, so a binary that is missing, or that the harness's
       // user may not run, is caught here, as spawn would.
       file = lookPath(argv[0]!, PATH, identity);
-      const refused = cannotRun(file, identity);
+      // A file found on PATH was found runnable; a path as given, or a name found nowhere, is checked here.
+      const refused = file === argv[0] ? cannotRun(file, identity) : undefined;
       if (refused) throw new HarnessError("exited", `exited before ready (spawn_failed, code null): spawn ${file} ${refused}`);
       // A user of its own was claimed with its private directory (./harness-users.ts).
       const made = ownUid !== undefined ? privateDirOf(ownUid) : await mkdtemp(join(identity ? tmpdir() : options.rootDir, "svc-harness-"));

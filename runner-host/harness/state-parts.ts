@@ -45,12 +45,12 @@ export function planOpen(open: Open, maxLineBytes: number): OpenPlan {
 }
 
 /**
- * The line a record needs to be sent back to the harness on its own (a `state_part` of one
- * record), in bytes; a record past the harness's `max_line_bytes` by this measure can never be
- * re-opened, so the runner-host refuses it when the harness writes it.
+ * The line a record of `recordBytes` (its JSON, UTF-8) needs to be sent back to the harness on its
+ * own (a `state_part` of one record), in bytes; a record past the harness's `max_line_bytes` by
+ * this measure can never be re-opened, so the runner-host refuses it when the harness writes it.
  */
-export function recordLineBytes(session: string, record: NativeRecord): number {
-  return partEnvelope(session) + bytes(record);
+export function recordLineBytes(session: string, recordBytes: number): number {
+  return partEnvelope(session) + recordBytes;
 }
 
 function partEnvelope(session: string): number {

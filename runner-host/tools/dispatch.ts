@@ -5,7 +5,7 @@
  */
 import { callHttpTool } from "./http-tool.ts";
 import { callMcpTool } from "./mcp-tool.ts";
-import { errorResult, isOwnResult, jsonBytes, label } from "./outcome.ts";
+import { capJson, errorResult, label } from "./outcome.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import { TOOL_MAX_OUTPUT_BYTES } from "../../src/shared/config-tools.ts";
 import type { ToolResult } from "../../src/shared/result-schema.ts";
@@ -35,11 +35,8 @@ const MAX_RECORDED_BYTES = TOOL_MAX_OUTPUT_BYTES.max;
  * progress included; docs/api.md "Tools"). The Result written back as JSON, the form it is recorded
  * and handed to the model in, can be longer than those bytes (`1e300` is written in full), so that
  * form has a bound of its own, the largest `max_output_bytes`; past it the call is an error with an
- * unknown outcome too (the tool ran). Our own messages are never capped.
+ * unknown outcome too (the tool ran).
  */
 function capRecorded(tool: HostTool, result: ToolResult): ToolResult {
-  if (isOwnResult(result)) return result;
-  const bytes = jsonBytes(result);
-  if (bytes <= MAX_RECORDED_BYTES) return result;
-  return errorResult(`${label(tool)} result is ${bytes} bytes written as JSON, over ${MAX_RECORDED_BYTES}`, true);
+  return capJson(result, MAX_RECORDED_BYTES, (bytes) => `${label(tool)} result is ${bytes} bytes written as JSON, over ${MAX_RECORDED_BYTES}`);
 }

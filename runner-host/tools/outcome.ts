@@ -23,6 +23,16 @@ export function errorResult(message: string, unknownOutcome: boolean): ToolResul
   return result;
 }
 
+/**
+ * `result` unless, written as JSON (the form it is recorded in), it is over `limit` bytes: then an
+ * error with an unknown outcome (the tool ran), worded by `say`. Our own messages are never capped.
+ */
+export function capJson(result: ToolResult, limit: number, say: (bytes: number) => string): ToolResult {
+  if (isOwnResult(result)) return result;
+  const bytes = jsonBytes(result);
+  return bytes <= limit ? result : errorResult(say(bytes), true);
+}
+
 export function isOwnResult(result: ToolResult): boolean {
   return ours.has(result);
 }
@@ -33,7 +43,7 @@ export function label(tool: HostTool): string {
 
 const encoder = new TextEncoder();
 
-export function jsonBytes(value: unknown): number {
+function jsonBytes(value: unknown): number {
   return encoder.encode(JSON.stringify(value)).length;
 }
 

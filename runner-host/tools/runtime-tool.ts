@@ -7,7 +7,7 @@
  * `timeout_seconds` 300 and `max_output_bytes` 1 MiB (counted on the Result's JSON).
  */
 import { TOOL_MAX_OUTPUT_BYTES, TOOL_TIMEOUT_SECONDS } from "../../src/shared/config-tools.ts";
-import { CallBudget, checkOutput, errorResult, isOwnResult, jsonBytes, label, stoppedResult } from "./outcome.ts";
+import { CallBudget, capJson, checkOutput, label, stoppedResult } from "./outcome.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import type { ToolResult } from "../../src/shared/result-schema.ts";
 
@@ -59,22 +59,12 @@ export async function awaitRuntimeResult(descriptor: RuntimeDescriptor, callId: 
     const stopped = new Promise<null>((resolve) => budget.signal.addEventListener("abort", () => resolve(null), { once: true }));
     const result = await Promise.race([replies.wait(callId), stopped]);
     if (result === null) return stoppedResult(tool, budget.stopped ?? "interrupted");
-    return capOutput(tool, checkOutput(tool, result));
+    // Measured on the Result's JSON (docs/api.md "Executors"): the executor's own bytes are part of
+    // a larger reply.
+    const checked = checkOutput(tool, result);
+    return capJson(checked, tool.max_output_bytes, (bytes) => `${label(tool)} output exceeded the runtime tool result limit (${bytes} > ${tool.max_output_bytes})`);
   } finally {
     replies.forget(callId);
     budget.dispose();
   }
-}
-
-/**
- * A runtime tool's Result over its limit is an error with an unknown outcome (docs/api.md
- * "Executors"; the executor ran it). Measured as the UTF-8 length of the Result's JSON, the form
- * it is recorded in: the executor's own bytes are part of a larger reply. Tool error results are
- * capped too ("size limits still apply"); only our own messages are not.
- */
-function capOutput(tool: HostTool, result: ToolResult): ToolResult {
-  if (isOwnResult(result)) return result;
-  const bytes = jsonBytes(result);
-  if (bytes <= tool.max_output_bytes) return result;
-  return errorResult(`${label(tool)} output exceeded the runtime tool result limit (${bytes} > ${tool.max_output_bytes})`, true);
 }

@@ -312,16 +312,21 @@ describe("failures after dispatch: unknown_outcome true", () => {
     expectError(await call(over).result, true, /output exceeded max_output_bytes \(71\)/);
   });
 
-  it("a Result longer than the largest max_output_bytes once written as JSON is an error with an unknown outcome", async () => {
-    // 2 MiB of answer whose numbers are written back in full: 300 digits for each `1e300`.
-    const n = Math.floor((2_097_152 - 200) / 6);
-    const body = `{"content":[{"type":"text","text":"e"}],"structured_content":{"n":[${Array(n).fill("1e300").join(",")}]}}`;
-    expect(Buffer.byteLength(body)).toBeLessThanOrEqual(2_097_152);
-    const tool = route((_q, res) => res.writeHead(200, { "content-type": "application/json" }).end(body), { max_output_bytes: 2_097_152 });
-    expectError(await call(tool).result, true, /^tool "probe" result is \d+ bytes written as JSON, over 2097152$/);
-    // Exactly at the bound, written out and as sent, it passes.
-    const fits = route((_q, res) => json(res, 200, { content: [{ type: "text", text: "x".repeat(2_097_152 - 39) }] }), { max_output_bytes: 2_097_152 });
-    expect((await call(fits).result).is_error).toBeUndefined();
+  it("a Result longer than the largest max_output_bytes once written as JSON is an error with an unknown outcome; exactly that long it passes", async () => {
+    // Answers of exactly 2 MiB, as sent: `1e2` is written back as `100` (the same length), `1e3`
+    // as `1000` (one byte more). Keys in the Result's own order, so nothing else moves.
+    const answer = (n: string) => {
+      const shell = `{"content":[{"type":"text","text":""}],"structured_content":${n}}`;
+      return shell.replace('"text":""', `"text":"${"x".repeat(2_097_152 - shell.length)}"`);
+    };
+    const send = (body: string) => {
+      expect(Buffer.byteLength(body)).toBe(2_097_152);
+      return route((_q, res) => res.writeHead(200, { "content-type": "application/json" }).end(body), { max_output_bytes: 2_097_152 });
+    };
+    const fits = await call(send(answer("1e2"))).result;
+    expect(fits.is_error).toBeUndefined();
+    expect(Buffer.byteLength(JSON.stringify(fits))).toBe(2_097_152);
+    expectError(await call(send(answer("1e3"))).result, true, /^tool "probe" result is 2097153 bytes written as JSON, over 2097152$/);
   });
 
   it("oversized SSE progress: progress frames count toward max_output_bytes", async () => {
