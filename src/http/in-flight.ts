@@ -20,6 +20,11 @@ export class InFlight {
     return this.#count;
   }
 
+  /** How many `settled` calls are waiting. */
+  get waiting(): number {
+    return this.#idle.length;
+  }
+
   /** Runs `work` as one request. */
   async track<T>(work: () => Promise<T>): Promise<T> {
     this.#count++;
@@ -33,12 +38,14 @@ export class InFlight {
   /** Waits until no request is in flight, at most `ms`; answers how many still were then. */
   async settled(ms: number): Promise<{ left: number }> {
     if (this.#count > 0) {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([
-        new Promise<void>((resolve) => this.#idle.push(resolve)),
-        new Promise<void>((resolve) => (timer = setTimeout(resolve, ms))),
-      ]);
-      if (timer !== undefined) clearTimeout(timer);
+      let wake!: () => void;
+      const woken = new Promise<void>((resolve) => (wake = resolve));
+      this.#idle.push(wake);
+      const timer = setTimeout(wake, ms);
+      await woken;
+      clearTimeout(timer);
+      // Woken by the timer, it leaves the waiters: each shutdown's waiter would stay until idle.
+      this.#idle = this.#idle.filter((w) => w !== wake);
     }
     return { left: this.#count };
   }

@@ -106,6 +106,23 @@ describe("svc deploy", () => {
     expect(r.stderr).toContain("persistence.provider: filesystem exists only in the local stack");
   });
 
+  it("refuses r2 persistence whose bucket is not the one wrangler.toml binds as PERSISTENCE", async () => {
+    const r2 = (bucket: string) => ({ provider: "r2", bucket, endpoint: "https://acct.r2.cloudflarestorage.com", access_key_env: "PROVIDER_KEY", secret_key_env: "PROVIDER_KEY" });
+    const other = await runSvc(["deploy", "-config", write("r2-other.json", hostConfig({ persistence: r2("sessions-prod") })), "-remote-secrets", "-dry-run"], { env });
+    expect(other.code).toBe(1);
+    expect(other.stderr).toContain('persistence.bucket: "sessions-prod", but wrangler.toml binds PERSISTENCE to bucket "agent-session-service"');
+    expect(other.stderr).toContain("svc: not deployed");
+    const same = await runSvc(["deploy", "-config", write("r2-same.json", hostConfig({ persistence: r2("agent-session-service") })), "-remote-secrets", "-dry-run"], { env });
+    expect(same.stderr).not.toContain("persistence.bucket");
+    expect(same.code).toBe(0);
+  });
+
+  it("a wrangler deploy that fails is said to have failed, after wrangler's own message, with its exit code", async () => {
+    const r = await runSvc(["deploy", "-config", write("ok.json", hostConfig()), "-dry-run", "--", "--no-such-flag"], { env });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/Unknown arguments[^]*svc: not deployed \(wrangler deploy exited 1; its own message is above\)/);
+  });
+
   it("an invalid file is reported as -check reports it, and bad usage exits 2", async () => {
     const file = write("invalid.json", { ...hostConfig(), surprise: true });
     const r = await runSvc(["deploy", "-config", file, "-dry-run"], { env });

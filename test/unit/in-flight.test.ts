@@ -28,6 +28,7 @@ describe("requests in flight at shutdown", () => {
     b.resolve();
     expect(await second).toBe("answered");
     expect(await waiting).toEqual({ left: 0 });
+    expect(f.waiting).toBe(0);
   });
 
   it("a request that fails still ends; one that never ends is counted as left after the bound", async () => {
@@ -36,5 +37,6 @@ describe("requests in flight at shutdown", () => {
     expect(f.size).toBe(0);
     void f.track(() => new Promise(() => {}));
     expect(await f.settled(20)).toEqual({ left: 1 });
+    expect(f.waiting).toBe(0); // a wait that ran out leaves nothing behind
   });
 });

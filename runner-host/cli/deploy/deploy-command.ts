@@ -16,6 +16,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import type { BundledConfig } from "../../../src/bundled-config.ts";
+import { R2_BINDING } from "../../../src/persistence/open-store.ts";
 import type { HostConfig } from "../../../src/shared/config-schema.ts";
 import { loadEnvFileBeside, readConfigFile } from "../config-file.ts";
 import { parseFlags } from "./flags.ts";
@@ -57,7 +58,7 @@ export async function deployMain(argv: readonly string[]): Promise<number> {
 
   loadEnvFileBeside(configArg);
   const read = await readConfigFile(configArg);
-  const problems = read.ok ? deployProblems(read.config) : read.problems;
+  const problems = read.ok ? deployProblems(read.config, await boundBucket()) : read.problems;
   if (!read.ok || problems.length > 0) return fail(configArg, problems);
   const plan = planSecrets(read.config, process.env, { tokenDigests });
   // With remote secrets only the tokens to digest must be here; otherwise everything, as -check.
@@ -79,7 +80,10 @@ export async function deployMain(argv: readonly string[]): Promise<number> {
       args.push("--secrets-file", secretsFile);
     }
     const code = await runWrangler([...args, ...parsed.rest]);
-    if (code !== 0) return code;
+    if (code !== 0) {
+      process.stderr.write(`svc: not deployed (wrangler deploy exited ${code}; its own message is above)\n`);
+      return code;
+    }
     process.stdout.write(`${bundleSizeLine(outdir)}\n`);
     return 0;
   } finally {
@@ -87,12 +91,27 @@ export async function deployMain(argv: readonly string[]): Promise<number> {
   }
 }
 
-/** What a deployed Worker cannot work with, though the local stack can. */
-export function deployProblems(config: HostConfig): string[] {
+/**
+ * What a deployed Worker cannot work with, though the local stack can. `bucket`: the bucket
+ * wrangler.toml binds as PERSISTENCE, if any. The binding decides where `r2` uploads go while
+ * `persistence.bucket` is what each session records of them, so the two must name one bucket.
+ */
+export function deployProblems(config: HostConfig, bucket: string | undefined): string[] {
   const out: string[] = [];
   if (!config.runners) out.push("runners: required for a deployment (runner-hosts dial in with the secret runners.token_env names)");
-  if (config.persistence?.provider === "filesystem") out.push("persistence.provider: filesystem exists only in the local stack; use r2, s3 or gcs");
+  const p = config.persistence;
+  if (p?.provider === "filesystem") out.push("persistence.provider: filesystem exists only in the local stack; use r2, s3 or gcs");
+  if (p?.provider === "r2" && bucket !== undefined && p.bucket !== bucket) {
+    out.push(`persistence.bucket: "${p.bucket}", but wrangler.toml binds PERSISTENCE to bucket "${bucket}"; give both the same name`);
+  }
   return out;
+}
+
+/** The `bucket_name` wrangler.toml gives the PERSISTENCE binding, read as wrangler reads it. */
+async function boundBucket(): Promise<string | undefined> {
+  const { unstable_readConfig } = await import("wrangler");
+  const toml = unstable_readConfig({ config: WRANGLER_TOML }) as unknown as { r2_buckets?: { binding: string; bucket_name?: string }[] };
+  return toml.r2_buckets?.find((b) => b.binding === R2_BINDING)?.bucket_name;
 }
 
 /** Writes the entry module that builds `b` into the bundle; returns its path. */
