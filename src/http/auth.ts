@@ -1,8 +1,9 @@
 /** Bearer tokens → principals, and the permission rules of docs/api.md "Authentication". */
-import type { MiddlewareHandler } from "hono";
-import { forbidden, unauthorized } from "../shared/errors.ts";
+import type { Context, MiddlewareHandler } from "hono";
+import { existingSession } from "../persistence/lookup.ts";
+import { forbidden, ServiceError, unauthorized } from "../shared/errors.ts";
 import { sha256Hex } from "../shared/ids.ts";
-import { isInspectionToken, verifyInspectionToken } from "../shared/inspection-token.ts";
+import { isInspectionToken, verifyInspectionToken, type InspectionScope } from "../shared/inspection-token.ts";
 import type { Grant } from "../runtime.ts";
 import type { AppEnv } from "./context.ts";
 
@@ -35,6 +36,7 @@ export const requireToken: MiddlewareHandler<AppEnv> = async (c, next) => {
   let grant: Grant | undefined;
   if (token !== undefined && isInspectionToken(token)) {
     const scope = rt.runnerSecret ? await verifyInspectionToken(rt.runnerSecret, token) : undefined;
+    if (scope && !(await inspectionOpen(c, scope))) throw unauthorized("the inspection token's tool call has ended");
     if (scope) grant = { tenant: scope.tenant, session: scope.session, manage: false, readOnly: true, inspectCall: scope.call };
   } else if (token !== undefined) {
     const known = digests.get(token);
@@ -49,6 +51,23 @@ export const requireToken: MiddlewareHandler<AppEnv> = async (c, next) => {
   c.set("principal", grant);
   await next();
 };
+
+/**
+ * Whether an inspection token's tool call is still open. Asked here, before any other check, so a
+ * spent token is `401` on every route (docs/api.md "Authentication", rule 1), not `403` where an
+ * inspection token may not go; the session's reads ask again, as the call may end in between. A
+ * session that exists nowhere any more holds no open call.
+ */
+async function inspectionOpen(c: Context<AppEnv>, scope: InspectionScope): Promise<boolean> {
+  let stub;
+  try {
+    stub = await existingSession(c.env, c.get("runtime"), scope.tenant, scope.session);
+  } catch (e) {
+    if (e instanceof ServiceError && e.code === "not_found") return false;
+    throw e;
+  }
+  return stub.inspectionOpen(scope.call);
+}
 
 /** Writes are every non-GET request: a read-only token may only list, get, read events and sync. */
 export function requireWrite(p: Grant): void {

@@ -23,12 +23,32 @@ import { sessionObjectName } from "../session/session-object.ts";
 
 export const internal = new Hono<AppEnv>();
 
+/**
+ * Refusals logged at most once per this many ms, each line counting those since the last: an
+ * operator's clue when a runner-host was given the wrong secret, which anyone could otherwise
+ * turn into one log line per request.
+ */
+const REFUSAL_LOG_MS = 10_000;
+let refusalLogged = -Infinity;
+let refusedSince = 0;
+
+/** `METHOD path` of each route below (HEAD as GET), so an unknown one is `404` before the secret is asked. */
+let routes: Set<string> | undefined;
+const PREFIX = "/internal";
+
 internal.use("*", async (c, next) => {
+  routes ??= new Set(internal.routes.filter((r) => r.method !== "ALL").map((r) => `${r.method} ${r.path}`));
+  const method = c.req.method === "HEAD" ? "GET" : c.req.method;
+  if (!routes.has(`${method} ${c.req.path.slice(PREFIX.length)}`)) return next(); // no handler: the app's 404
   const token = bearerToken(c.req.header("Authorization"));
   const digest = c.get("runtime").runnerDigest;
   if (token === undefined || !digest || !sameDigest(await sha256Hex(token), digest)) {
-    // An operator's first clue when a runner-host was given the wrong secret (never the secret itself).
-    log("warn", "internal request refused: the runner secret is missing or wrong", { path: c.req.path, presented: token !== undefined });
+    refusedSince++;
+    if (Date.now() - refusalLogged >= REFUSAL_LOG_MS) {
+      log("warn", "internal request refused: the runner secret is missing or wrong", { path: c.req.path, presented: token !== undefined, refused: refusedSince });
+      refusalLogged = Date.now();
+      refusedSince = 0;
+    }
     throw unauthorized("runner secret is missing or wrong");
   }
   await next();

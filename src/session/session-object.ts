@@ -115,6 +115,11 @@ export class SessionObject extends DurableObject<Env> {
     return r;
   }
 
+  /** Whether inspection tool call `call` is still open: the Worker's authentication asks first. */
+  inspectionOpen(call: string): boolean {
+    return !this.#turns.callEnded(call);
+  }
+
   /** `inspectCall`: the read comes with an inspection token, valid only while that call is open. */
   get(inspectCall?: string): Result<Session> {
     return asResult(() => {

@@ -7,6 +7,7 @@ import { formatPath } from "./zod-issues.ts";
 import type { HostConfig } from "./config-schema.ts";
 import { DEFAULT_RUNNER_SECRET_VAR } from "../runtime-constants.ts";
 import { fromBase64 } from "./base64.ts";
+import { isInspectionToken } from "./inspection-token.ts";
 import { serviceAccountProblem } from "../persistence/gcs-store.ts";
 
 /** A token secret is at least 24 bytes (docs/configuration.md "Tokens"). */
@@ -18,11 +19,19 @@ type Env = Record<string, string | undefined>;
 
 const encoder = new TextEncoder();
 
-/** What is wrong with the secret in variable `name` (unset, or under MIN_SECRET_BYTES), or null. */
+/**
+ * What a secret sent as `Authorization: Bearer <secret>` cannot hold: the header's token ends at
+ * whitespace (src/http/auth.ts), and HTTP carries no control characters. Such a secret would pass
+ * every check and never authenticate.
+ */
+const NOT_IN_BEARER = /[\s\x00-\x1f\x7f]/;
+
+/** What is wrong with the secret in variable `name` (unset, under MIN_SECRET_BYTES, not sendable), or null. */
 export function secretProblem(field: string, name: string, env: Env): string | null {
   const value = env[name];
   if (value === undefined) return `${field}: environment variable ${name} is not set`;
   if (encoder.encode(value).length < MIN_SECRET_BYTES) return `${field}: environment variable ${name} must hold at least ${MIN_SECRET_BYTES} bytes`;
+  if (NOT_IN_BEARER.test(value)) return `${field}: environment variable ${name} holds whitespace or a control character, which a bearer token cannot carry`;
   return null;
 }
 
@@ -52,6 +61,10 @@ export function checkEnvironment(config: HostConfig, env: Env): string[] {
     const field = `tokens[${i}].token_env`;
     const value = secret(field, t.token_env);
     if (value === undefined) return;
+    if (isInspectionToken(value)) {
+      problems.push(`${field}: environment variable ${t.token_env} starts with "svci.", which marks an inspection token`);
+      return;
+    }
     const first = owners.get(value);
     if (first) problems.push(`${field}: environment variable ${t.token_env} holds the same secret as ${first}`);
     else owners.set(value, `${field} (${t.token_env})`);

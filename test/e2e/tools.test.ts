@@ -18,7 +18,17 @@ const TRACEPARENT = `00-${TRACE_ID}-00f067aa0ba902b7-01`;
 
 type Seen = { path: string; headers: http.IncomingHttpHeaders; body: any };
 const seen: Seen[] = [];
-let inspected: { during?: { status: number; body: any }; session?: { status: number; body: any }; token?: string; serviceUrl?: string; sessionId?: string } = {};
+let inspected: {
+  during?: { status: number; body: any };
+  session?: { status: number; body: any };
+  /** While the call is open: another session's events, an interrupt, the session list. */
+  elsewhere?: number[];
+  token?: string;
+  serviceUrl?: string;
+  sessionId?: string;
+} = {};
+/** A session of the same tenant the inspection token must not reach. */
+let notInspected = "";
 let toolServer: http.Server;
 let toolBase = "";
 let provider: ScriptedProvider;
@@ -43,7 +53,12 @@ async function handleTool(req: http.IncomingMessage, res: http.ServerResponse, b
     const { inspection_token: token, service_url: serviceUrl, session_id: sessionId } = body.scope;
     const r = await call(serviceUrl, "GET", `/sessions/${sessionId}/events`, { token });
     const got = await call(serviceUrl, "GET", `/sessions/${sessionId}`, { token });
-    inspected = { during: { status: r.status, body: r.body }, session: { status: got.status, body: got.body }, token, serviceUrl, sessionId };
+    const elsewhere = [
+      (await call(serviceUrl, "GET", `/sessions/${notInspected}/events`, { token })).status,
+      (await call(serviceUrl, "POST", `/sessions/${sessionId}/events`, { token, body: { type: "user.interrupt" } })).status,
+      (await call(serviceUrl, "GET", "/sessions", { token })).status,
+    ];
+    inspected = { during: { status: r.status, body: r.body }, session: { status: got.status, body: got.body }, elsewhere, token, serviceUrl, sessionId };
     return result({ content: [{ type: "text", text: `saw ${inspected.during!.body.events?.length} events` }] });
   }
   res.writeHead(404).end();
@@ -268,6 +283,7 @@ describe("session inspection", () => {
   it("the call gets a read-only token and service_url that read this session's events only, until the call ends", async () => {
     const s = await session(["inspector"]);
     const other = await session([]);
+    notInspected = other.id;
     await turn(s, "[[tool inspector {}]]");
     const { result } = resultOf(s, "inspector");
     expect(result.is_error).toBeUndefined();
@@ -280,14 +296,18 @@ describe("session inspection", () => {
     expect(inspected.session!.body).toMatchObject({ id: s.id, status: "running" });
     const req = seen.filter((x) => x.path === "/inspect").at(-1)!;
     expect(req.body.scope).toMatchObject({ tenant_id: "t", session_id: s.id, call_id: expect.any(String), inspection_token: inspected.token });
-    // After the call: the token no longer works; it never reached anything but its own session.
+    // While the call is open it reaches nothing but its own session's reads...
+    expect(inspected.elsewhere).toEqual([403, 403, 403]);
+    // ...and after it, nothing at all: 401 everywhere, before any other check (rule 1).
     const token = inspected.token!;
     const after = await call(stack.url, "GET", `/sessions/${s.id}/events`, { token });
     expect(after.status).toBe(401);
+    expect(after.body.error.message).toBe("the inspection token's tool call has ended");
     expect((await call(stack.url, "GET", `/sessions/${s.id}`, { token })).status).toBe(401);
-    expect((await call(stack.url, "GET", `/sessions/${other.id}/events`, { token })).status).toBe(403);
-    expect((await call(stack.url, "POST", `/sessions/${s.id}/events`, { token, body: { type: "user.interrupt" } })).status).toBe(403);
-    expect((await call(stack.url, "GET", "/sessions", { token })).status).toBe(403);
+    expect((await call(stack.url, "GET", `/sessions/${other.id}/events`, { token })).status).toBe(401);
+    expect((await call(stack.url, "POST", `/sessions/${s.id}/events`, { token, body: { type: "user.interrupt" } })).status).toBe(401);
+    expect((await call(stack.url, "GET", "/sessions", { token })).status).toBe(401);
+    expect((await call(stack.url, "GET", `/sessions/${s.id}/events?limit=0`, { token })).status).toBe(401);
     const forged = `${token.slice(0, -4)}${token.endsWith("AAAA") ? "BBBB" : "AAAA"}`;
     expect((await call(stack.url, "GET", `/sessions/${s.id}/events`, { token: forged })).status).toBe(401);
     s.sse.close();

@@ -40,6 +40,18 @@ describe("checkEnvironment: token secrets (Authentication 1)", () => {
     expect(checkEnvironment(config(), { ...goodEnv(), TOKEN_B: "é".repeat(12) })).toEqual([]);
     expect(checkEnvironment(config(), { ...goodEnv(), TOKEN_B: "" })).toHaveLength(1);
   });
+  it("rejects a secret a bearer token cannot carry: whitespace, a control character, the inspection tokens' svci. prefix", () => {
+    const carried = (TOKEN_B: string) => checkEnvironment(config(), { ...goodEnv(), TOKEN_B });
+    for (const bad of [`${T24} x`, `${T24}\tx`, `${T24}\u0001`, `${T24}\u007f`, ` ${T24}`, `${T24}\u00a0`]) {
+      expect(carried(bad)).toEqual(["tokens[1].token_env: environment variable TOKEN_B holds whitespace or a control character, which a bearer token cannot carry"]);
+    }
+    expect(carried(`svci.${T24}`)).toEqual(['tokens[1].token_env: environment variable TOKEN_B starts with "svci.", which marks an inspection token']);
+    expect(carried(`svc.${T24}~+/=-_`)).toEqual([]);
+    const runner = config({ runners: { token_env: "RUNNER" } });
+    expect(checkEnvironment(runner, { ...goodEnv(), RUNNER: `${T24} x` })).toEqual([
+      "runners.token_env: environment variable RUNNER holds whitespace or a control character, which a bearer token cannot carry",
+    ]);
+  });
   it("rejects duplicate secret values across entries and names both", () => {
     expect(checkEnvironment(config(), { TOKEN_A: T24, TOKEN_B: T24 })).toEqual([
       "tokens[1].token_env: environment variable TOKEN_B holds the same secret as tokens[0].token_env (TOKEN_A)",

@@ -241,6 +241,31 @@ describe("runner-host dial-in", () => {
     res.webSocket!.close(1000, "test done");
   });
 
+  it("an unknown internal route is 404 before the secret is asked; refusals are logged at most once per 10 s, counted", async () => {
+    const e2 = withRunners();
+    for (const [path, method] of [["/internal/foo", "GET"], ["/internal/", "GET"], ["/internal/status", "POST"], ["/internal/drain", "GET"]] as const) {
+      const res = await call(e2, path, { method, token: "" });
+      expect(res.status).toBe(404);
+      expect(res.headers.get("WWW-Authenticate")).toBeNull();
+    }
+    const logged = vi.spyOn(console, "log").mockImplementation(() => {});
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      const refusals = () => logged.mock.calls.map((c) => JSON.parse(String(c[0]))).filter((l) => l.msg.startsWith("internal request refused"));
+      vi.setSystemTime(Date.now() + 3_600_000); // past any earlier test's refusal
+      for (let i = 0; i < 5; i++) expect((await call(e2, "/internal/status", { token: "" })).status).toBe(401);
+      expect(refusals()).toMatchObject([{ level: "warn", path: "/internal/status", presented: false, refused: expect.any(Number) }]); // with any an earlier test left uncounted
+      vi.setSystemTime(Date.now() + 9_999);
+      expect((await call(e2, "/internal/status", { token: "wrong-secret-0123456789abcdef-0123" })).status).toBe(401);
+      expect(refusals()).toHaveLength(1);
+      vi.setSystemTime(Date.now() + 1);
+      expect((await call(e2, "/internal/status", { token: "wrong-secret-0123456789abcdef-0123" })).status).toBe(401);
+      expect(refusals()[1]).toMatchObject({ presented: true, refused: 6 });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("refuses a session link whose object name or lease is malformed", async () => {
     const e2 = withRunners();
     const id = newId();
