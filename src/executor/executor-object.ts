@@ -33,6 +33,7 @@ import { callIdOf, parseReply } from "./replies.ts";
 import { sameDigest } from "../shared/digest.ts";
 import { byteLength, newId } from "../shared/ids.ts";
 import { log } from "../log.ts";
+import { answerClose } from "../http/close-reply.ts";
 import { getRuntime } from "../runtime.ts";
 import { Connections, type Kind } from "./connections.ts";
 import { ExecutorState, lostResult, unavailableResult, type NewExecutor, type PendingRow } from "./executor-state.ts";
@@ -171,6 +172,8 @@ export class ExecutorObject extends DurableObject<Env> {
     try {
       // A binary message holds a Reply as UTF-8, strictly, as a request body does.
       if (typeof message !== "string") text = strictUtf8(message);
+      // A leading byte-order mark is dropped, as from a request body (whose decoder drops it).
+      else if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
       if (byteLength(text) > limits.input_bytes + BODY_OVERHEAD_BYTES) {
         throw new ServiceError("invalid_request", `message is larger than ${limits.input_bytes + BODY_OVERHEAD_BYTES} bytes`, 413);
       }
@@ -187,7 +190,8 @@ export class ExecutorObject extends DurableObject<Env> {
     }
   }
 
-  async webSocketClose(ws: WebSocket): Promise<void> {
+  async webSocketClose(ws: WebSocket, code: number): Promise<void> {
+    answerClose(ws, code);
     await this.#dropped(ws);
   }
 

@@ -106,7 +106,6 @@ executors.get("/:id/commands", async (c) => {
 executors.get("/:id/rpc", async (c) => {
   // Browsers always send Origin on a WebSocket upgrade; an executor is a server-side client.
   if (c.req.header("Origin") !== undefined) throw forbidden("browser origins may not connect to an executor");
-  const stub = executorStub(c);
   if (c.req.header("Upgrade")?.toLowerCase() !== "websocket") throw invalid("expected a WebSocket upgrade");
   // Checked here so the answer is ours (error shape, request id): the runtime would refuse these
   // itself at the 101, in plain text.
@@ -119,7 +118,8 @@ executors.get("/:id/rpc", async (c) => {
   const offered = (c.req.header("Sec-WebSocket-Protocol") ?? "").split(",").map((s) => s.trim());
   if (!offered.includes(RPC_SUBPROTOCOL)) throw invalid(`the ${RPC_SUBPROTOCOL} subprotocol is required`);
   const auth = offered.find((s) => s.startsWith(AUTH_SUBPROTOCOL_PREFIX))?.slice(AUTH_SUBPROTOCOL_PREFIX.length);
-  const res = await stub.fetch("https://executor/rpc", { headers: { Upgrade: "websocket", [TOKEN_DIGEST_HEADER]: await tokenDigest(auth) } });
+  // The id (its form, then the executor) is looked at only after the handshake: docs/api.md.
+  const res = await executorStub(c).fetch("https://executor/rpc", { headers: { Upgrade: "websocket", [TOKEN_DIGEST_HEADER]: await tokenDigest(auth) } });
   if (res.status !== 101) throw ServiceError.from((await res.json()) as ErrorBody);
   return res;
 });

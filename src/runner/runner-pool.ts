@@ -15,6 +15,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
 import { ControlUpSchema, PING, PONG, SILENCE_CHECK_MS, SILENT_AFTER_MS, type Capacity, type ControlDown } from "../shared/runner-protocol.ts";
 import { log } from "../log.ts";
+import { answerClose } from "../http/close-reply.ts";
 import { getRuntime } from "../runtime.ts";
 import { migrate } from "../storage/migrate.ts";
 import m0001 from "../../migrations/runner_pool/0001_init.sql";
@@ -116,6 +117,7 @@ export class RunnerPool extends DurableObject<Env> {
   }
 
   async webSocketClose(ws: WebSocket, code: number): Promise<void> {
+    answerClose(ws, code);
     const h = ws.deserializeAttachment() as Host | null;
     if (!h) return;
     log("info", "runner-host disconnected", { runner_id: h.runnerId, code });

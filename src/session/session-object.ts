@@ -30,6 +30,7 @@ import { PING, PONG } from "../shared/runner-protocol.ts";
 import { DEFAULT_REGION } from "../shared/config-schema.ts";
 import type { SyncStatus } from "../shared/sync-schema.ts";
 import { log } from "../log.ts";
+import { answerClose } from "../http/close-reply.ts";
 import { getRuntime, type Runtime } from "../runtime.ts";
 import { migrate } from "../storage/migrate.ts";
 import { SessionSync } from "../persistence/session-sync.ts";
@@ -348,6 +349,7 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async webSocketClose(ws: WebSocket, code: number): Promise<void> {
+    answerClose(ws, code);
     if (this.#subs.isSubscriber(ws)) {
       log("info", "event stream closed", { session_id: this.#state.row()?.id, code });
       return;

@@ -115,7 +115,7 @@ async function replyRaw(ex: Executor, body: Record<string, unknown>, token = ex.
 }
 
 describe("runtime tools over RPC", () => {
-  it("one socket carries ready, calls and replies; only svc-rpc is echoed", async () => {
+  it("one socket carries ready, calls and replies; only svc-rpc is echoed; a Close frame is answered", async () => {
     const cred = await register([SLOW], "jobs");
     const ex = await rpcExecutor(stack.url, cred);
     expect(ex.protocol).toBe("svc-rpc");
@@ -124,6 +124,9 @@ describe("runtime tools over RPC", () => {
     const c = await callOf(ex);
     await ex.reply({ call_id: c.call_id, progress: "half" });
     await s.sse.waitFor((f) => f.event === "tool.progress");
+    // A leading byte-order mark is dropped, as from the same Reply sent as a request body.
+    ex.send(`\ufeff${JSON.stringify({ connection: ex.connection, call_id: c.call_id, progress: "bom" })}`);
+    await s.sse.waitFor((f) => f.event === "tool.progress" && f.json.data.data === "bom");
     await ex.reply({ call_id: c.call_id, result: { content: [{ type: "text", text: "done" }], structured_content: { n: 1 } } });
     await settled(s, input);
     expect(results(s)[0].data.result).toEqual({ content: [{ type: "text", text: "done" }], structured_content: { n: 1 } });
@@ -135,7 +138,8 @@ describe("runtime tools over RPC", () => {
     // A binary message is a Reply in strict UTF-8, as a request body is.
     ex.send(new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]));
     expect(await ex.waitError((e) => e.error.message === "message is not valid UTF-8")).toEqual({ error: { code: "invalid_request", message: "message is not valid UTF-8" } });
-    ex.drop();
+    // The executor's Close frame is answered with one (without it, `ws` reports 1006 when the connection drops).
+    expect(await ex.close(4000)).toBe(4000);
     s.sse.close();
   });
 });
@@ -215,6 +219,9 @@ describe("registration and executor authentication", () => {
         sock.on("error", () => {});
       });
     expect(await upgrade(`/executors/${"0".repeat(32)}/rpc`, ["svc-rpc", `svc-auth.${a.token}`])).toBe(404);
+    expect(await upgrade("/executors/zz/rpc", ["svc-rpc", `svc-auth.${a.token}`])).toBe(404);
+    // The handshake is judged before the id, a malformed one too.
+    for (const id of ["zz", "0".repeat(32)]) expect((await fetch(`${stack.url}/executors/${id}/rpc`)).status).toBe(400);
     expect(await upgrade(`/executors/${a.id}/rpc`, ["svc-rpc"])).toBe(401);
     expect(await upgrade(`/executors/${a.id}/rpc`, ["svc-rpc", `svc-auth.${"f".repeat(64)}`])).toBe(401);
     expect(await upgrade(`/executors/${a.id}/rpc`, ["svc-rpc", `svc-auth.${a.token}`], "http://localhost:3000")).toBe(403);

@@ -115,7 +115,13 @@ export async function sseExecutor(base: string, cred: { id: string; token: strin
   return ex;
 }
 
-export type RpcExecutor = Executor & { protocol: string; send(raw: string | Uint8Array): void; waitError(pred: (e: any) => boolean, timeoutMs?: number): Promise<any> };
+export type RpcExecutor = Executor & {
+  protocol: string;
+  send(raw: string | Uint8Array): void;
+  waitError(pred: (e: any) => boolean, timeoutMs?: number): Promise<any>;
+  /** Closes the socket with `code`; resolves with the code of the close as `ws` saw it (`1006`: no Close frame came back). */
+  close(code: number): Promise<number>;
+};
 
 export async function rpcExecutor(base: string, cred: { id: string; token: string }, o: ExecutorOptions = {}): Promise<RpcExecutor> {
   const ws = new WebSocket(`${base.replace(/^http/, "ws")}/executors/${cred.id}/rpc`, ["svc-rpc", `svc-auth.${cred.token}`]);
@@ -125,7 +131,8 @@ export async function rpcExecutor(base: string, cred: { id: string; token: strin
   const errorWaiters: ((e: any) => boolean)[] = [];
   let readyResolve!: () => void;
   const ready = new Promise<void>((r) => (readyResolve = r));
-  const ended = new Promise<void>((r) => ws.once("close", () => r()));
+  const closedWith = new Promise<number>((r) => ws.once("close", (code) => r(code)));
+  const ended = closedWith.then(() => {});
   const ex: RpcExecutor = {
     ...cred,
     connection: "",
@@ -143,6 +150,10 @@ export async function rpcExecutor(base: string, cred: { id: string; token: strin
     },
     send(raw: string | Uint8Array): void {
       ws.send(raw);
+    },
+    close(code: number): Promise<number> {
+      ws.close(code);
+      return closedWith;
     },
     waitError(pred: (e: any) => boolean, timeoutMs = 20_000): Promise<any> {
       const seen = errors.find(pred);
