@@ -32,8 +32,12 @@ import type { ToolEnv } from "./tools/types.ts";
 
 /** How long `detached` may wait for its ack before the link closes anyway, ms. */
 const DETACH_ACK_MS = 5_000;
-/** How long a leaving session waits for its running turn to end before ending it itself, ms. */
-const LEAVE_TURN_MS = 5_000;
+/**
+ * How long a session leaving at a shutdown waits for its running turn to end before ending it
+ * itself, ms: every process is stopped right after. Any other leave waits for the turn, which a
+ * harness ignoring the interrupt ends by being killed (turn.ts INTERRUPT_GRACE_MS).
+ */
+const SHUTDOWN_TURN_MS = 5_000;
 
 type Open = Extract<LinkDown, { t: "open" }>;
 type Run = Extract<LinkDown, { t: "run" }>;
@@ -346,7 +350,9 @@ export class SessionRunner implements PoolSession {
     const turn = this.#turn;
     if (turn) {
       turn.interrupt(end);
-      const timer = setTimeout(() => turn.end(end), LEAVE_TURN_MS);
+      // Ending the turn here would disarm its watchdog while the harness still ran it, and the
+      // session, taken for gone, would be opened again into the same process ("already open").
+      const timer = override ? setTimeout(() => turn.end(end), SHUTDOWN_TURN_MS) : undefined;
       await turn.done;
       clearTimeout(timer);
     }

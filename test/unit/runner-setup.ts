@@ -122,9 +122,9 @@ export class Rig {
     return { prefix: "openai", key, base_url: this.provider.url, api: "openai-completions" };
   }
 
-  /** Attaches a session, sends `open` and waits for `opened` (or returns the open_failed). */
-  async open(name: string, extra: Partial<Extract<LinkDown, { t: "open" }>> = {}, records?: unknown[]): Promise<FakeSession> {
-    const fake = await this.svc.attach(name);
+  /** Attaches a session (lease 1 unless given), sends `open`; `opened(fake)` waits for the answer. */
+  async open(name: string, extra: Partial<Extract<LinkDown, { t: "open" }>> = {}, records?: unknown[], lease?: number): Promise<FakeSession> {
+    const fake = await this.svc.attach(name, lease === undefined ? {} : { lease });
     fake.send({
       t: "open",
       session_id: newId(),

@@ -269,6 +269,30 @@ describe("runner-host turns", () => {
     expect(events.indexOf(results[0]!)).toBeLessThan(events.indexOf(end));
   });
 
+  it("a harness that does not end an interrupted turn is killed after 10 s, also when its session leaves meanwhile; the next lease runs in a new process", async () => {
+    // Answers every command, the interrupt included, but never ends a turn asked for "deaf".
+    const deaf = inlineHarness(
+      "deaf",
+      `out({ type: "assistant.delta", session: cmd.session, turn: cmd.turn, text: "x" });
+       if (cmd.text !== "deaf") out({ type: "turn.end", session: cmd.session, turn: cmd.turn, status: "completed" });`,
+    );
+    rig = await Rig.start({ harness: { command: deaf } });
+    const fake = await rig.open("sess-deaf");
+    await opened(fake);
+    const turn = rig.run(fake, "deaf");
+    await fake.ups.find((m) => m.t === "delta" && m.turn === turn);
+    const pid = rig.host.pool.processes("ref")[0]!.pid;
+    const killed = rig.logs.find((l) => l.msg === "harness did not end an interrupted turn; killing it", 20_000);
+    fake.send({ t: "interrupt", turn });
+    // The session is resumed meanwhile (a newer lease, as after `resume` and a message): this lease leaves.
+    const next = await rig.open("sess-deaf", {}, undefined, 2);
+    expect((await killed).fields.pid).toBe(pid);
+    await opened(next);
+    expect(rig.host.pool.processes("ref").map((p) => p.pid)).not.toContain(pid);
+    const after = rig.run(next, "after");
+    expect((await turnEnd(next, after)).status).toBe("completed");
+  }, 30_000);
+
   it("fails the running turn with service_error when the harness process is killed, and detaches the session", async () => {
     rig = await Rig.start();
     const fake = await rig.open("sess-kill");
