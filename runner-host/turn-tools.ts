@@ -180,7 +180,7 @@ export class TurnTools {
           ctx.headers = credential.headers;
           secrets.push(...Object.values(credential.headers));
         }
-        result = redactValues(await executeHostTool(tool, { call_id: c.id, tool: c.name, arguments: args, scope }, ctx, this.#o.env), secrets);
+        result = await executeHostTool(tool, { call_id: c.id, tool: c.name, arguments: args, scope }, ctx, this.#o.env, secrets);
       }
     } catch (err) {
       this.#o.log("error", "host tool call failed unexpectedly", { tool: c.name, error: (err as Error).message });

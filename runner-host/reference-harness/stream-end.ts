@@ -17,7 +17,7 @@
 import { setImmediate as loopTurn } from "node:timers/promises";
 import { concatBytes } from "../../src/shared/bytes.ts";
 import { LinePieces } from "./event-pieces.ts";
-import { httpFetch, located } from "./http-fetch.ts";
+import { httpFetch, located } from "../http-fetch.ts";
 
 /** Bytes of one read kept for the next, so a `"finish_reason": "` split between two is found. */
 const TAIL_BYTES = 64;
@@ -37,7 +37,7 @@ export const CUT_SHORT = "the provider's stream ended before the reply finished 
 
 /**
  * The fetch the harness installs for its provider clients: requests over Node's own HTTP client
- * (./http-fetch.ts, `builtin` for what it does not take), answers relayed by `watchedFetch`. The
+ * (../http-fetch.ts, `builtin` for what it does not take), answers relayed by `watchedFetch`. The
  * benchmarks' library column installs the same, so both run one client.
  */
 export function harnessFetch(builtin: typeof fetch): typeof fetch {

@@ -1,17 +1,19 @@
 /**
- * The single entry for executing a host tool call: picks the transport, then bounds the Result as
- * it will be recorded. The turn machinery calls this and records whatever comes back as `tool.result`;
- * it never throws.
+ * The single entry for executing a host tool call: picks the transport, removes the call's
+ * credentials from the Result, then bounds it as it will be recorded. The turn machinery calls
+ * this and records whatever comes back as `tool.result`; it never throws.
  */
 import { callHttpTool } from "./http-tool.ts";
 import { callMcpTool } from "./mcp-tool.ts";
 import { capJson, errorResult, label } from "./outcome.ts";
+import { redactValues } from "../error-text.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import { TOOL_MAX_OUTPUT_BYTES } from "../../src/shared/config-tools.ts";
 import type { ToolResult } from "../../src/shared/result-schema.ts";
 import type { ToolCallContext, ToolCallRequest, ToolEnv } from "./types.ts";
 
-export async function executeHostTool(tool: HostTool, req: ToolCallRequest, ctx: ToolCallContext, env: ToolEnv): Promise<ToolResult> {
+/** `secrets`: what the call authenticated with, replaced by `[redacted]` wherever the Result holds it. */
+export async function executeHostTool(tool: HostTool, req: ToolCallRequest, ctx: ToolCallContext, env: ToolEnv, secrets: readonly string[] = []): Promise<ToolResult> {
   // shapeDispatch seam: runtime (executor) tools slot in here as a third transport, with the same
   // (request, context) → Result contract; their calls travel over the executor command stream.
   let result: ToolResult;
@@ -21,7 +23,8 @@ export async function executeHostTool(tool: HostTool, req: ToolCallRequest, ctx:
     // The transports map every failure themselves; reaching here is a bug, and the call may have run.
     return errorResult(`${label(tool)} failed unexpectedly`, true);
   }
-  return capRecorded(tool, result);
+  // Redacted first: `[redacted]` is longer than a value it replaces (up to 2.5× for 4 characters).
+  return capRecorded(tool, redactValues(result, secrets));
 }
 
 /**
@@ -33,7 +36,8 @@ const MAX_RECORDED_BYTES = TOOL_MAX_OUTPUT_BYTES.max;
 /**
  * `max_output_bytes` counts the bytes the tool sent (both transports count them as they read,
  * progress included; docs/api.md "Tools"). The Result written back as JSON, the form it is recorded
- * and handed to the model in, can be longer than those bytes (`1e300` is written in full), so that
+ * and handed to the model in, can be longer than those bytes (`1e20` is written out in 21 digits,
+ * a credential echoed back becomes `[redacted]`), so that
  * form has a bound of its own, the largest `max_output_bytes`; past it the call is an error with an
  * unknown outcome too (the tool ran).
  */

@@ -1,5 +1,5 @@
 /**
- * The reference harness's provider client transport (runner-host/reference-harness/http-fetch.ts):
+ * The reference harness's provider client transport (runner-host/http-fetch.ts):
  * fetch over Node's own HTTP client. Each behaviour a provider SDK can see is checked against a
  * real local server for this client and for Node's built-in fetch side by side, so "answers as the
  * built-in fetch does" is a measured claim; the fallback it hands other requests to must not be
@@ -15,7 +15,7 @@ import type { AddressInfo, Socket } from "node:net";
 import { promisify } from "node:util";
 import { brotliCompressSync, deflateSync, gzipSync, zstdCompressSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { httpFetch } from "../../runner-host/reference-harness/http-fetch.ts";
+import { httpFetch } from "../../runner-host/http-fetch.ts";
 
 type Handler = (req: IncomingMessage, body: string, res: ServerResponse) => void;
 const routes = new Map<string, Handler>();
@@ -202,7 +202,7 @@ describe.each(clients)("%s", (_name, f) => {
 
 describe("the harness's http fetch", () => {
   it("speaks https to a server whose certificate the process trusts (NODE_EXTRA_CA_CERTS)", async () => {
-    const module = new URL("../../runner-host/reference-harness/http-fetch.ts", import.meta.url).href;
+    const module = new URL("../../runner-host/http-fetch.ts", import.meta.url).href;
     const script = `const { httpFetch } = await import(${JSON.stringify(module)});
       const f = httpFetch(() => Promise.reject(new Error("the fallback was called")));
       const r = await f(process.argv[1], { method: "POST", body: "{}" });

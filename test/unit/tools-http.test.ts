@@ -5,8 +5,10 @@
  */
 import http from "node:http";
 import net from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { executeHostTool } from "../../runner-host/tools/dispatch.ts";
+import { TOOL_CLIENT_SILENCE_MS } from "../../runner-host/tools/http-tool.ts";
+import { TOOL_TIMEOUT_SECONDS } from "../../src/shared/config-tools.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import type { ToolResult } from "../../src/shared/result-schema.ts";
 import type { ToolCallContext, ToolCallRequest } from "../../runner-host/tools/types.ts";
@@ -77,11 +79,11 @@ const json = (res: http.ServerResponse, status: number, value: unknown) =>
 const OK: ToolResult = { content: [{ type: "text", text: "done" }] };
 const TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
-function call(tool: HostTool, o: { args?: unknown; ctx?: Partial<ToolCallContext>; env?: Record<string, string>; req?: Partial<ToolCallRequest> } = {}) {
+function call(tool: HostTool, o: { args?: unknown; ctx?: Partial<ToolCallContext>; env?: Record<string, string>; req?: Partial<ToolCallRequest>; secrets?: string[] } = {}) {
   const progress: unknown[] = [];
   const ctx: ToolCallContext = { signal: new AbortController().signal, onProgress: (d) => progress.push(d), ...o.ctx };
   const req: ToolCallRequest = { call_id: "c".repeat(32), tool: tool.name, arguments: o.args ?? { q: "x" }, ...o.req };
-  return { progress, result: executeHostTool(tool, req, ctx, o.env ?? {}) };
+  return { progress, result: executeHostTool(tool, req, ctx, o.env ?? {}, o.secrets) };
 }
 
 function expectError(r: ToolResult, unknownOutcome: boolean, text: RegExp) {
@@ -122,6 +124,18 @@ describe("request", () => {
       "content-type": "application/json",
     });
     expect(JSON.parse(got!.body)).toEqual({ call_id: "c".repeat(32), tool: "probe", arguments: { q: "x" }, scope });
+  });
+
+  it("is sent by a client that ends a silent call only at its timeout_seconds, up to the longest (never the built-in fetch's 300 s)", async () => {
+    const builtin = vi.spyOn(globalThis, "fetch");
+    try {
+      const tool = route((_q, res) => json(res, 200, OK), { timeout_seconds: TOOL_TIMEOUT_SECONDS.max });
+      expect(await call(tool).result).toEqual(OK);
+      expect(builtin).not.toHaveBeenCalled();
+      expect(TOOL_CLIENT_SILENCE_MS).toBeGreaterThan(TOOL_TIMEOUT_SECONDS.max * 1000);
+    } finally {
+      builtin.mockRestore();
+    }
   });
 
   it("sends no Authorization without token_env, omits scope when absent and drops a malformed traceparent", async () => {
@@ -327,6 +341,14 @@ describe("failures after dispatch: unknown_outcome true", () => {
     expect(fits.is_error).toBeUndefined();
     expect(Buffer.byteLength(JSON.stringify(fits))).toBe(2_097_152);
     expectError(await call(send(answer("1e3"))).result, true, /^tool "probe" result is 2097153 bytes written as JSON, over 2097152$/);
+  });
+
+  it("a credential the tool echoes back is redacted before that bound is applied: [redacted] is longer than the value", async () => {
+    // 840,000 bytes of "abcd" as sent (under the default max_output_bytes) become 2,100,000 redacted.
+    const echo = (times: number) => route((_q, res) => json(res, 200, { content: [{ type: "text", text: "abcd".repeat(times) }] }));
+    const fits = await call(echo(200_000), { secrets: ["abcd"] }).result;
+    expect(fits).toEqual({ content: [{ type: "text", text: "[redacted]".repeat(200_000) }] });
+    expectError(await call(echo(210_000), { secrets: ["abcd"] }).result, true, /^tool "probe" result is 2100039 bytes written as JSON, over 2097152$/);
   });
 
   it("oversized SSE progress: progress frames count toward max_output_bytes", async () => {
