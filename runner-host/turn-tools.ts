@@ -18,7 +18,7 @@ import type { TurnOptions } from "./turn.ts";
 import type { ToolResult } from "./harness/protocol.ts";
 import { telemetry, traceparentOf, type TraceContext, type ToolSpan } from "./telemetry.ts";
 import { executeHostTool } from "./tools/dispatch.ts";
-import { validateInput } from "./tools/json-schema.ts";
+import { validateInput } from "../src/shared/json-schema.ts";
 import { errorResult } from "./tools/outcome.ts";
 import { redactValues } from "./error-text.ts";
 import type { HostTool } from "../src/shared/config-schema.ts";

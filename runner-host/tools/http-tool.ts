@@ -5,7 +5,7 @@
  * becomes a Result; this function does not throw. Calls are never retried (docs/api.md "Tools").
  */
 import { createParser, type EventSourceMessage } from "eventsource-parser";
-import { validateInput } from "./json-schema.ts";
+import { validateInput } from "../../src/shared/json-schema.ts";
 import { serviceSetHeader, unsendableHeader } from "../../src/shared/credential-headers.ts";
 import { MAX_JSON_DEPTH, notAsSent, parseWithinDepth } from "../../src/shared/json-text.ts";
 import { CallBudget, checkOutput, errorResult, label, neverSent, parseResult, stoppedResult, undecodable } from "./outcome.ts";

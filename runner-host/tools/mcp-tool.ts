@@ -15,7 +15,7 @@ import { CfWorkerJsonSchemaValidator } from "@modelcontextprotocol/sdk/validatio
 import { bounded, foreign } from "../error-text.ts";
 import { callHeaders } from "./http-tool.ts";
 import { watchedFetch, type Broken } from "./mcp-fetch.ts";
-import { validateInput } from "./json-schema.ts";
+import { validateInput } from "../../src/shared/json-schema.ts";
 import { CallBudget, checkOutput, errorResult, label, neverSent, stoppedResult } from "./outcome.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import { imageProblem, type ContentItem, type ToolResult } from "../../src/shared/result-schema.ts";

@@ -4,7 +4,7 @@
  * network failures prove the request never left (docs/api.md "Tools", with the unknown_outcome
  * table).
  */
-import { validateOutput } from "./json-schema.ts";
+import { validateOutput } from "../../src/shared/json-schema.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import { imageProblem, ToolResultSchema, type ToolResult } from "../../src/shared/result-schema.ts";
 import { issueSummary } from "../../src/shared/zod-issues.ts";

@@ -1,13 +1,15 @@
 /**
  * The runner-host's half of a runtime (executor-served) tool call. The call itself travels through
  * the session object to the executor; here the turn waits for the object's `tool_reply` within the
- * call's budget, then applies the same checks as a host tool's answer (output schema, output cap).
+ * call's budget, then applies the checks the object applied as it took the reply (output schema,
+ * output cap: src/shared/runtime-result.ts), so what the harness sees never depends on the object.
  *
  * Runtime tools have no host configuration entry, so they take the host tools' defaults:
  * `timeout_seconds` 300 and `max_output_bytes` 1 MiB (counted on the Result's JSON).
  */
 import { TOOL_MAX_OUTPUT_BYTES, TOOL_TIMEOUT_SECONDS } from "../../src/shared/config-tools.ts";
-import { CallBudget, capJson, checkOutput, label, stoppedResult } from "./outcome.ts";
+import { checkRuntimeResult } from "../../src/shared/runtime-result.ts";
+import { CallBudget, stoppedResult } from "./outcome.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import type { ToolResult } from "../../src/shared/result-schema.ts";
 
@@ -59,10 +61,7 @@ export async function awaitRuntimeResult(descriptor: RuntimeDescriptor, callId: 
     const stopped = new Promise<null>((resolve) => budget.signal.addEventListener("abort", () => resolve(null), { once: true }));
     const result = await Promise.race([replies.wait(callId), stopped]);
     if (result === null) return stoppedResult(tool, budget.stopped ?? "interrupted");
-    // Measured on the Result's JSON (docs/api.md "Executors"): the executor's own bytes are part of
-    // a larger reply.
-    const checked = checkOutput(tool, result);
-    return capJson(checked, tool.max_output_bytes, (bytes) => `${label(tool)} output exceeded the runtime tool result limit (${bytes} > ${tool.max_output_bytes})`);
+    return checkRuntimeResult(descriptor, result);
   } finally {
     replies.forget(callId);
     budget.dispose();

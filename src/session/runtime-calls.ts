@@ -3,13 +3,14 @@
  *
  * Runtime call lifecycle: the runner-host announces a dispatched `tool_call` of a runtime tool →
  * the object records it (`tool.call`) and then dispatches it to the binding's current executor →
- * the executor's progress is published live, its result goes down the runner link as `tool_reply`
- * → the runner-host validates it and answers with `tool_result`, which records `tool.result`. When
+ * the executor's progress is published live, its result is checked against the tool's descriptor
+ * and goes down the runner link as `tool_reply` → the runner-host checks it too and answers with `tool_result`, which records `tool.result`. When
  * a call's `tool.result` is recorded any other way (interrupt, close, runner-host lost, timeout),
  * the executor is told to cancel it and a late reply is refused; a reply accepted before that
  * (kept in `runtime_calls.result`) is what work's end records instead of an unknown outcome.
  *
- * Storage: `runtime_calls` (call id, executor, whether a result was passed on); the bindings in
+ * Storage: `runtime_calls` (call id, executor, tool name, whether a result was passed on, and that
+ * result); the bindings in
  * `session.bindings`. Credential overrides are decrypted here only when a call needs one — for an
  * executor call as it is dispatched, for a host tool when the runner-host asks — and the plaintext
  * is never written to SQLite, a log or an event.
@@ -20,6 +21,7 @@ import type { Dispatch, Dispatched } from "../shared/executor-protocol.ts";
 import { conflict, invalid, type Result } from "../shared/errors.ts";
 import { newId } from "../shared/ids.ts";
 import type { ToolResult } from "../shared/result-schema.ts";
+import { checkRuntimeResult } from "../shared/runtime-result.ts";
 import type { CredentialValue, LinkDown, ToolRoute } from "../shared/runner-protocol.ts";
 import { log } from "../log.ts";
 import { getRuntime } from "../runtime.ts";
@@ -45,7 +47,7 @@ export function toolRoutes(row: SessionRow): ToolRoute[] {
   );
 }
 
-type RuntimeCall = { call_id: string; executor: string; replied: number };
+type RuntimeCall = { call_id: string; executor: string; replied: number; tool: string | null };
 
 export class RuntimeCalls {
   readonly #s: SessionState;
@@ -76,7 +78,7 @@ export class RuntimeCalls {
     const row = this.#s.row();
     const b = row && this.#runtimeBinding(row, name);
     if (!row || !b) return;
-    this.#sql.exec("INSERT OR IGNORE INTO runtime_calls (call_id, executor) VALUES (?, ?)", callId, b.executor!);
+    this.#sql.exec("INSERT OR IGNORE INTO runtime_calls (call_id, executor, tool) VALUES (?, ?, ?)", callId, b.executor!, name);
     const d: Dispatch = {
       call_id: callId,
       tool: name,
@@ -109,11 +111,20 @@ export class RuntimeCalls {
     return this.#s.storage.transactionSync(() => {
       const rc = this.#open(callId);
       if (!rc || rc.replied) return { ok: false, error: conflict("the call is not waiting for a result").toBody() };
+      // Checked now, not only by the runner-host: work ending before its tool_result records this one.
+      const checked = this.#checked(rc, result);
       // Kept: if work ends before the runner-host records it, this is still the call's result.
-      this.#sql.exec("UPDATE runtime_calls SET replied = 1, result = ? WHERE call_id = ?", JSON.stringify(result), callId);
-      this.#link.push({ t: "tool_reply", call_id: callId, result });
+      this.#sql.exec("UPDATE runtime_calls SET replied = 1, result = ? WHERE call_id = ?", JSON.stringify(checked), callId);
+      this.#link.push({ t: "tool_reply", call_id: callId, result: checked });
       return { ok: true, value: undefined };
     });
+  }
+
+  /** `result` as its tool's descriptor takes it (src/shared/runtime-result.ts). */
+  #checked(rc: RuntimeCall, result: ToolResult): ToolResult {
+    const row = rc.tool === null ? undefined : this.#s.row();
+    const d = row && this.#runtimeBinding(row, rc.tool!)?.runtime?.find((t) => t.name === rc.tool);
+    return d ? checkRuntimeResult(d, result) : result;
   }
 
   /** A progress frame of an open call, as the live event to publish (undefined: the call ended). */

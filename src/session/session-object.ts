@@ -60,8 +60,9 @@ import m0007 from "../../migrations/session/0007_sync_orphans.sql";
 import m0008 from "../../migrations/session/0008_native_hash.sql";
 import m0009 from "../../migrations/session/0009_sync_storage.sql";
 import m0010 from "../../migrations/session/0010_sync_strays.sql";
+import m0011 from "../../migrations/session/0011_runtime_tool.sql";
 
-const MIGRATIONS = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010];
+const MIGRATIONS = [m0001, m0002, m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010, m0011];
 
 export { sessionObjectName };
 

@@ -1,6 +1,6 @@
 /** The pure pieces of host tool calls: schema checks, Result checks, error classes. */
 import { describe, expect, it } from "vitest";
-import { validateInput, validateOutput } from "../../runner-host/tools/json-schema.ts";
+import { validateInput, validateOutput } from "../../src/shared/json-schema.ts";
 import { neverSent, parseResult } from "../../runner-host/tools/outcome.ts";
 
 describe("json-schema", () => {

@@ -45,4 +45,37 @@ describe("an executor's accepted reply and a stop that overtakes it", () => {
       expect(runtime.reply(answered, result).ok).toBe(false);
     });
   });
+
+  it("the reply is checked against its descriptor as it is accepted: a stop that overtakes it records the checked result", async () => {
+    const { n, stub } = freshSession();
+    ok(await stub.create(n));
+    await runInDurableObject(stub, (_, state) => {
+      const s = new SessionState(state.storage);
+      const turns = new Turns(s);
+      const runtime = new RuntimeCalls(s, new RunnerLink(state, s), env);
+      const job = { name: "job", description: "d", input_schema: { type: "object" }, output_schema: { type: "object", required: ["n"] } };
+      s.set({ bindings: JSON.stringify([{ alias: "jobs", tools: ["job"], executor: newId(), runtime: [job] }]) });
+      s.send({ type: "user.message", text: "three jobs" }, limits, NOW);
+      const turn = turns.start(NOW)!.input.event_id;
+      const [fits, wrong, big] = [newId(), newId(), newId()];
+      [fits, wrong, big].forEach((id, i) => {
+        turns.apply({ t: "tool_call", seq: i + 1, turn, call: { id, name: "job", arguments: {} }, dispatched: true }, NOW, limits.session_bytes);
+        state.storage.sql.exec("INSERT INTO runtime_calls (call_id, executor, tool) VALUES (?, ?, 'job')", id, newId());
+      });
+      const good = { content: [], structured_content: { n: 1 } };
+      ok(runtime.reply(fits, good));
+      ok(runtime.reply(wrong, { content: [], structured_content: { m: 1 } }));
+      // 1 MiB of text and the Result's own JSON around it: over the runtime tool result limit.
+      ok(runtime.reply(big, { content: [{ type: "text", text: "x".repeat(1_048_576) }], structured_content: { n: 1 } }));
+      const events = s.endWork(NOW, "interrupted", { running: { code: "conflict", message: "interrupted" }, queued: "interrupted" });
+      const recorded = Object.fromEntries(events.filter((e) => e.event.type === "tool.result").map((e) => [e.event.data.call_id, e.event.data.result]));
+      expect(recorded[fits]).toEqual(good);
+      expect(recorded[wrong]).toEqual({
+        content: [{ type: "text", text: 'tool "job" returned structured_content that does not match its output_schema: (root): Instance does not have required property "n"' }],
+        is_error: true,
+        unknown_outcome: true,
+      });
+      expect(recorded[big]).toMatchObject({ is_error: true, unknown_outcome: true, content: [{ text: expect.stringMatching(/^tool "job" output exceeded the runtime tool result limit \(1048\d{3} > 1048576\)$/) }] });
+    });
+  });
 });
