@@ -19,14 +19,21 @@ if (!parsed.ok) throw new Error(parsed.problems.join("; "));
 const limits = parsed.config.limits;
 const NOW = "2026-01-01T00:00:00.000Z";
 
+type Parts = { s: SessionState; turns: Turns; runtime: RuntimeCalls; state: DurableObjectState };
+
+/** A created session's object, its state, turns and runtime calls as the object builds them. */
+async function inSession(fn: (p: Parts) => void): Promise<void> {
+  const { n, stub } = freshSession();
+  ok(await stub.create(n));
+  await runInDurableObject(stub, (_, state) => {
+    const s = new SessionState(state.storage);
+    fn({ s, turns: new Turns(s), runtime: new RuntimeCalls(s, new RunnerLink(state, s), env), state });
+  });
+}
+
 describe("an executor's accepted reply and a stop that overtakes it", () => {
   it("the accepted result is the call's tool.result; a call without one ends with unknown_outcome; a later reply is refused", async () => {
-    const { n, stub } = freshSession();
-    ok(await stub.create(n));
-    await runInDurableObject(stub, (_, state) => {
-      const s = new SessionState(state.storage);
-      const turns = new Turns(s);
-      const runtime = new RuntimeCalls(s, new RunnerLink(state, s), env);
+    await inSession(({ s, turns, runtime, state }) => {
       s.send({ type: "user.message", text: "two jobs" }, limits, NOW);
       const turn = turns.start(NOW)!.input.event_id;
       const [answered, pending] = [newId(), newId()];
@@ -47,12 +54,7 @@ describe("an executor's accepted reply and a stop that overtakes it", () => {
   });
 
   it("the reply is checked against its descriptor as it is accepted: a stop that overtakes it records the checked result", async () => {
-    const { n, stub } = freshSession();
-    ok(await stub.create(n));
-    await runInDurableObject(stub, (_, state) => {
-      const s = new SessionState(state.storage);
-      const turns = new Turns(s);
-      const runtime = new RuntimeCalls(s, new RunnerLink(state, s), env);
+    await inSession(({ s, turns, runtime, state }) => {
       const job = { name: "job", description: "d", input_schema: { type: "object" }, output_schema: { type: "object", required: ["n"] } };
       s.set({ bindings: JSON.stringify([{ alias: "jobs", tools: ["job"], executor: newId(), runtime: [job] }]) });
       s.send({ type: "user.message", text: "three jobs" }, limits, NOW);
