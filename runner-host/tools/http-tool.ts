@@ -9,8 +9,7 @@ import { validateInput } from "../../src/shared/json-schema.ts";
 import { serviceSetHeader, unsendableHeader } from "../../src/shared/credential-headers.ts";
 import { MAX_JSON_DEPTH, notAsSent, parseWithinDepth } from "../../src/shared/json-text.ts";
 import { CallBudget, checkOutput, errorResult, label, neverSent, parseResult, stoppedResult, undecodable } from "./outcome.ts";
-import { httpFetch } from "../http-fetch.ts";
-import { TOOL_TIMEOUT_SECONDS } from "../../src/shared/config-tools.ts";
+import { toolFetch } from "./tool-fetch.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import type { ToolResult } from "../../src/shared/result-schema.ts";
 import type { ToolCallContext, ToolCallRequest, ToolEnv } from "./types.ts";
@@ -18,17 +17,6 @@ import type { ToolCallContext, ToolCallRequest, ToolEnv } from "./types.ts";
 /** W3C Trace Context `traceparent` (version-traceid-parentid-flags); anything else is not forwarded. */
 const TRACEPARENT = /^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
-/**
- * The calls' client: Node's own HTTP client behind the fetch signature (../http-fetch.ts), its
- * connections kept alive between calls as the built-in fetch's are. Not the built-in fetch: it
- * fails any request or body silent for 300 s (undici's `headersTimeout`/`bodyTimeout`), so a tool
- * with a longer `timeout_seconds` answering later was cut off as dropped. Here only the call's
- * own budget (CallBudget) ends a silent call; the client's bound lies past the longest timeout.
- */
-export const TOOL_CLIENT_SILENCE_MS = (TOOL_TIMEOUT_SECONDS.max + 60) * 1000;
-/** Keep-alive of an idle connection between calls, ms: the built-in fetch's (servers often close at 5 s). */
-const IDLE_MS = 4_000;
-const toolFetch = httpFetch((input, init) => fetch(input, init), { idleMs: IDLE_MS, silenceMs: TOOL_CLIENT_SILENCE_MS });
 
 /** A broken answer from the tool (bad JSON, bad Result, bad frame): the tool did receive the call. */
 class BrokenAnswer extends Error {}

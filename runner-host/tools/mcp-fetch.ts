@@ -21,6 +21,7 @@ import { createParser } from "eventsource-parser";
 import { MAX_JSON_DEPTH, notAsSent, parseWithinDepth } from "../../src/shared/json-text.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import type { CallBudget } from "./outcome.ts";
+import { toolFetch } from "./tool-fetch.ts";
 
 /**
  * Bound on an MCP server's initialize answer, bytes: it is outside `max_output_bytes` (it is not
@@ -48,7 +49,7 @@ export function watchedFetch(tool: HostTool, budget: CallBudget, broken: Broken)
     budget.stop("invalid");
   };
   return async (input, init) => {
-    const res = await fetch(input, { ...init, redirect: "manual" });
+    const res = await toolFetch(input, { ...init, redirect: "manual" });
     const method = rpcMethod(init);
     const resume = init?.method === "GET" && new Headers(init.headers).has("last-event-id");
     if (resume && awaitingResume && !res.ok) budget.stop("no_result");

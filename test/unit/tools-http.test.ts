@@ -7,7 +7,7 @@ import http from "node:http";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { executeHostTool } from "../../runner-host/tools/dispatch.ts";
-import { TOOL_CLIENT_SILENCE_MS } from "../../runner-host/tools/http-tool.ts";
+import { TOOL_CLIENT_SILENCE_MS } from "../../runner-host/tools/tool-fetch.ts";
 import { TOOL_TIMEOUT_SECONDS } from "../../src/shared/config-tools.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import type { ToolResult } from "../../src/shared/result-schema.ts";

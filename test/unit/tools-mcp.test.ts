@@ -6,7 +6,7 @@
 import http from "node:http";
 import net from "node:net";
 import { freePort, startEverything, type Everything } from "../helpers/mcp-everything.ts";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { executeHostTool } from "../../runner-host/tools/dispatch.ts";
 import { watchedFetch } from "../../runner-host/tools/mcp-fetch.ts";
 import { CallBudget } from "../../runner-host/tools/outcome.ts";
@@ -62,6 +62,16 @@ function expectError(r: ToolResult, unknownOutcome: boolean, text: RegExp) {
 describe("server-everything", () => {
   it("calls echo", async () => {
     expect(await call(mcpTool("echo"), { message: "hello" }).result).toEqual({ content: [{ type: "text", text: "Echo: hello" }] });
+  });
+
+  it("calls through the client that ends a silent call only at its timeout_seconds (never the built-in fetch's 300 s)", async () => {
+    const builtin = vi.spyOn(globalThis, "fetch");
+    try {
+      expect(await call(mcpTool("echo", { timeout_seconds: 86_400 }), { message: "long" }).result).toEqual({ content: [{ type: "text", text: "Echo: long" }] });
+      expect(builtin).not.toHaveBeenCalled();
+    } finally {
+      builtin.mockRestore();
+    }
   });
 
   it("calls get-sum", async () => {
