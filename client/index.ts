@@ -70,7 +70,7 @@ export class SvcClient {
   }
   /** Queues a message. Pass a `key` to make retries safe: the same key returns the first event. */
   sendMessage(id: string, text: string, o: { key?: string; traceparent?: string } = {}): Promise<UserMessageEvent> {
-    const input: Input = { type: "user.message", text, ...(o.key ? { key: o.key } : {}) };
+    const input: Input = { type: "user.message", text, ...(o.key !== undefined ? { key: o.key } : {}) };
     return this.send(id, input, o) as Promise<UserMessageEvent>;
   }
   interrupt(id: string): Promise<Status> {

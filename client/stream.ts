@@ -29,7 +29,9 @@ export type StreamOptions = {
   /**
    * A restore cut the log behind the cursor (the resume got `409 cursor_unavailable`): when given,
    * it is called and the stream starts over from the beginning of the log (events already yielded
-   * come again; drop what you built from them). Without it the `409` is thrown.
+   * come again; drop what you built from them). Without it the `409` is thrown. The service answers
+   * a cursor it never gave out for this session (another session's, a made-up one) with the same
+   * `409`, so with `onReset` such an `after` starts over from the beginning too.
    */
   onReset?: () => void;
 };
@@ -94,6 +96,8 @@ export async function* eventStream<E extends { type: string; data: unknown }>(
   let failures = 0;
   let last: unknown;
   let quick = 0;
+  // The reconnects in a row began with a steady stream's drop: that drop's reconnect is the first.
+  let afterDrop = false;
   // Every pass but the first reconnects; a 429's wait replaces that pass's back-off.
   let reconnecting = false;
   let waited = false;
@@ -104,10 +108,10 @@ export async function* eventStream<E extends { type: string; data: unknown }>(
   const path = `/sessions/${encodeURIComponent(sessionId)}/events`;
   try {
     for (;;) {
-      const attempt = failures + quick;
+      const attempt = failures + quick + (afterDrop ? 1 : 0);
       if (reconnecting && !waited) {
         if (failures > max) throw new StreamGaveUpError(sessionId, max, cursor, last);
-        o.onReconnect?.(cursor, Math.max(attempt, 1));
+        o.onReconnect?.(cursor, attempt);
         await wait(backoff(attempt), ctl.signal);
       }
       reconnecting = true;
@@ -142,6 +146,7 @@ export async function* eventStream<E extends { type: string; data: unknown }>(
       }
       if (!res.ok) throw await ApiError.from(res);
       failures = 0;
+      afterDrop = false;
       const opened = Date.now();
       let ended = false;
       const it = frames(res, ctl.signal);
@@ -173,7 +178,8 @@ export async function* eventStream<E extends { type: string; data: unknown }>(
       // a shutdown's, after which the stream resumes elsewhere. Only the session's status tells.
       if (ended && (await isClosed(t, sessionId, ctl.signal))) return;
       // Reconnect at once after a steady connection; back off while they keep dropping at once.
-      quick = Date.now() - opened >= STEADY_MS ? 0 : quick + 1;
+      afterDrop = Date.now() - opened >= STEADY_MS;
+      quick = afterDrop ? 0 : quick + 1;
     }
   } catch (e) {
     if (ctl.signal.aborted && !(e instanceof ApiError) && !(e instanceof StreamGaveUpError)) return;

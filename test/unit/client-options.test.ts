@@ -29,3 +29,23 @@ describe("the typed client's withToken", () => {
     expect(f.calls.slice(2).map((c) => c.auth)).toEqual(["Bearer first", "Bearer first"]);
   });
 });
+
+describe("the typed client's sendMessage", () => {
+  it("sends the key it is given, an empty one too (the service refuses it: 400), and none when not given", async () => {
+    const bodies: unknown[] = [];
+    const fetch = (async (_input: string | URL | Request, init?: RequestInit) => {
+      bodies.push(JSON.parse(String(init?.body)));
+      return new Response(JSON.stringify({ error: { code: "invalid_request", message: "key: too short" }, request_id: "r" }), {
+        status: 400,
+        headers: { "Content-Type": "application/json" },
+      });
+    }) as typeof globalThis.fetch;
+    const svc = new SvcClient({ baseUrl: "http://svc.test", token: "t", fetch });
+    await expect(svc.sendMessage("a".repeat(32), "pay once", { key: "" })).rejects.toMatchObject({ status: 400, code: "invalid_request" });
+    await expect(svc.sendMessage("a".repeat(32), "no key")).rejects.toBeInstanceOf(ApiError);
+    expect(bodies).toEqual([
+      { type: "user.message", text: "pay once", key: "" },
+      { type: "user.message", text: "no key" },
+    ]);
+  });
+});

@@ -3,7 +3,7 @@
  * retries, when it gives up, and what it never retries. test/e2e/client.test.ts runs it against
  * the real local stack.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { ApiError, StreamGaveUpError, SvcClient, type SessionEvent } from "../../client/index.ts";
 
 const ID = "a".repeat(32);
@@ -64,11 +64,35 @@ describe("client stream: reconnects and gives up", () => {
 
   it("gives up once a failed attempt and maxReconnects retries after it have all failed, with the cursor to resume from and the last failure", async () => {
     const cause = new TypeError("fetch failed");
-    const { svc, urls } = scripted([() => sse(frame(statusEvent(1, "idle"))), ...Array.from({ length: 4 }, () => () => cause)]);
-    const it = svc.stream(ID, { maxReconnects: 3 });
-    const first = await it.next();
-    expect(first.value).toMatchObject({ id: "e1" });
-    const err = await it.next().catch((e: unknown) => e);
+    // The stream that opened lasts past STEADY_MS (1 s): its drop's reconnect is the first, counting up from there.
+    let release!: () => void;
+    const steady = new Promise<void>((r) => (release = r));
+    const held = () =>
+      new Response(
+        new ReadableStream({
+          async start(c) {
+            c.enqueue(new TextEncoder().encode(frame(statusEvent(1, "idle"))));
+            await steady;
+            c.close();
+          },
+        }),
+        { status: 200, headers: { "Content-Type": "text/event-stream" } },
+      );
+    const { svc, urls } = scripted([held, ...Array.from({ length: 4 }, () => () => cause)]);
+    const attempts: number[] = [];
+    vi.useFakeTimers({ toFake: ["Date"] }); // the back-off's waits stay real
+    let err: unknown;
+    try {
+      const it = svc.stream(ID, { maxReconnects: 3, onReconnect: (_, n) => attempts.push(n) });
+      const first = await it.next();
+      expect(first.value).toMatchObject({ id: "e1" });
+      vi.setSystemTime(Date.now() + 1_000);
+      release();
+      err = await it.next().catch((e: unknown) => e);
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(attempts).toEqual([1, 2, 3, 4]);
     expect(err).toBeInstanceOf(StreamGaveUpError);
     expect(err).toMatchObject({ cursor: "c1", cause, message: 'event stream of aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa: gave up after 3 reconnects (resume after "c1")' });
     expect(urls).toHaveLength(5); // the first open, then 1 + 3 failed attempts
