@@ -1,6 +1,6 @@
 /** `/sessions` and `/sessions/{id}/*`: authorization here, state in the objects. */
 import { Hono } from "hono";
-import { CreateSessionSchema, EmptySchema, InputSchema, RestoreSchema } from "../shared/api-schema.ts";
+import { CreateSessionSchema, EmptySchema, InputSchema, RestoreSchema, type Session, type SessionList } from "../shared/api-schema.ts";
 import { forbidden, invalid, unsupported, unwrap, type Result } from "../shared/errors.ts";
 import type { ExecutorInfo } from "../shared/executor-protocol.ts";
 import { isId } from "../shared/ids.ts";
@@ -27,6 +27,12 @@ function bodyCap(c: AppContext): number {
 }
 
 /** The session's object; an id that exists nowhere is `404` without anything being written. */
+/** A list page as answered: `next_after` when it stopped for its size (docs/api.md "Sessions"). */
+function sessionList(page: { sessions: Session[]; cut: boolean }): SessionList {
+  const last = page.sessions.at(-1);
+  return page.cut && last ? { sessions: page.sessions, next_after: last.id } : { sessions: page.sessions };
+}
+
 function sessionStub(c: AppContext, id: string) {
   return existingSession(c.env, c.get("runtime"), c.get("principal").tenant, id);
 }
@@ -70,7 +76,7 @@ sessions.get("/", async (c) => {
   if (after !== "" && !isId(after)) throw invalid("after: must be the id of the previous page's last session (32 hex) or empty");
   const index = c.env.TENANTS.getByName(p.tenant);
   const conn = mirrorConnection(c.env, c.get("runtime"));
-  if (!conn) return c.json({ sessions: await index.list(after, limit, p.session) });
+  if (!conn) return c.json(sessionList(await index.list(after, limit, p.session)));
   // With the PostgreSQL mirror, sessions of other deployments sharing it are listed too.
   const local = await index.listRows(after, limit, p.session);
   let shared: MirrorRow[] = [];
@@ -79,7 +85,7 @@ sessions.get("/", async (c) => {
   } catch (e) {
     log("warn", "session mirror unreachable; listing this deployment's sessions", { error: String(e) });
   }
-  return c.json({ sessions: mergePages(local, shared, limit) });
+  return c.json(sessionList(mergePages(local, shared, limit)));
 });
 
 sessions.get("/:id", async (c) => {

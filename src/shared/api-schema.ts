@@ -116,9 +116,10 @@ export type Session = z.output<typeof SessionSchema>;
 
 export const SessionListSchema = component(
   "SessionList",
-  z.strictObject({ sessions: z.array(SessionSchema) }),
-  "The caller's sessions in ascending id order.",
+  z.strictObject({ sessions: z.array(SessionSchema), next_after: Hex32.optional() }),
+  "The caller's sessions in ascending id order. `next_after` is set when the page stopped before 8 MiB of sessions (short of `limit`, with more to come): the `after` of the next page.",
 );
+export type SessionList = z.output<typeof SessionListSchema>;
 
 export const ToolCatalogSchema = component(
   "ToolCatalog",

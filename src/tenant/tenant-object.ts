@@ -27,6 +27,8 @@ import m0002 from "../../migrations/tenant/0002_mirror.sql";
 import { log } from "../log.ts";
 import { getRuntime } from "../runtime.ts";
 import { mirrorConnection, mirrorUpsert, type MirrorRow } from "../persistence/pg-mirror.ts";
+import { byteLength } from "../shared/ids.ts";
+import { cutPage } from "./list-page.ts";
 
 const MIGRATIONS = [m0001, m0002];
 /** Delay before changed rows are mirrored, ms: batches a burst of changes into one write. */
@@ -142,8 +144,32 @@ export class TenantObject extends DurableObject<Env> {
     }
   }
 
-  /** Rows of a list page with their versions, for merging with the mirror's page. */
-  listRows(after: string, limit: number, only?: string): MirrorRow[] {
+  /** Rows of a list page with their versions, for merging with the mirror's page; `cut` as `list`'s. */
+  listRows(after: string, limit: number, only?: string): { rows: MirrorRow[]; cut: boolean } {
+    const page = this.#page(after, limit, only);
+    return { rows: page.rows.map((r) => ({ id: r.id, version: r.version, body: JSON.parse(r.body) as Session })), cut: page.cut };
+  }
+
+  /** Records that session `id` exists (or is being created) before its object is addressed. */
+  reserve(id: string): void {
+    this.ctx.storage.sql.exec("INSERT OR IGNORE INTO sessions (id, version, body) VALUES (?, 0, '')", id);
+  }
+
+  has(id: string): boolean {
+    return this.ctx.storage.sql.exec("SELECT 1 FROM sessions WHERE id = ?", id).toArray().length > 0;
+  }
+
+  /**
+   * Sessions with id greater than `after`, ascending; `only` restricts to one id (session tokens).
+   * `cut`: the page stopped before PAGE_BYTES of session JSON (list-page.ts) and more follow.
+   */
+  list(after: string, limit: number, only?: string): { sessions: Session[]; cut: boolean } {
+    const page = this.#page(after, limit, only);
+    return { sessions: page.rows.map((r) => JSON.parse(r.body) as Session), cut: page.cut };
+  }
+
+  #page(after: string, limit: number, only?: string): { rows: { id: string; version: number; body: string }[]; cut: boolean } {
+    // Read a row at a time: the page stops at its size before the rest are loaded.
     const rows = only
       ? this.ctx.storage.sql.exec<{ id: string; version: number; body: string }>(
           "SELECT id, version, body FROM sessions WHERE id > ? AND id = ? AND version > 0 ORDER BY id LIMIT ?",
@@ -156,32 +182,6 @@ export class TenantObject extends DurableObject<Env> {
           after,
           limit,
         );
-    return rows.toArray().map((r) => ({ id: r.id, version: r.version, body: JSON.parse(r.body) as Session }));
-  }
-
-  /** Records that session `id` exists (or is being created) before its object is addressed. */
-  reserve(id: string): void {
-    this.ctx.storage.sql.exec("INSERT OR IGNORE INTO sessions (id, version, body) VALUES (?, 0, '')", id);
-  }
-
-  has(id: string): boolean {
-    return this.ctx.storage.sql.exec("SELECT 1 FROM sessions WHERE id = ?", id).toArray().length > 0;
-  }
-
-  /** Sessions with id greater than `after`, ascending; `only` restricts to one id (session tokens). */
-  list(after: string, limit: number, only?: string): Session[] {
-    const rows = only
-      ? this.ctx.storage.sql.exec<{ body: string }>(
-          "SELECT body FROM sessions WHERE id > ? AND id = ? AND version > 0 ORDER BY id LIMIT ?",
-          after,
-          only,
-          limit,
-        )
-      : this.ctx.storage.sql.exec<{ body: string }>(
-          "SELECT body FROM sessions WHERE id > ? AND version > 0 ORDER BY id LIMIT ?",
-          after,
-          limit,
-        );
-    return rows.toArray().map((r) => JSON.parse(r.body) as Session);
+    return cutPage(rows, (r) => byteLength(r.body), limit);
   }
 }

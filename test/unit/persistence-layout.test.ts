@@ -48,15 +48,28 @@ describe("listing with the PostgreSQL mirror", () => {
   const T0 = "2026-11-26T10:00:00.000Z";
   const row = (i: string, version: number, updated_at = T0): MirrorRow => ({ id: i, version, body: { id: i, version, updated_at } as never });
   it("merges the local and the mirrored page by id, the higher version winning at the same updated_at, and keeps the limit", () => {
-    const local = [row("a", 3), row("c", 1)];
+    const local = { rows: [row("a", 3), row("c", 1)], cut: false };
     const shared = [row("a", 2), row("b", 5), row("c", 4), row("d", 1)];
-    expect(mergePages(local, shared, 3)).toEqual([row("a", 3).body, row("b", 5).body, row("c", 4).body]);
-    expect(mergePages([], [], 10)).toEqual([]);
+    expect(mergePages(local, shared, 3)).toEqual({ sessions: [row("a", 3).body, row("b", 5).body, row("c", 4).body], cut: false });
+    expect(mergePages({ rows: [], cut: false }, [], 10)).toEqual({ sessions: [], cut: false });
+  });
+
+  it("stops where the local page stopped for its size (more follow), and within 8 MiB itself", () => {
+    // The local page held a and c of more: b, c and d of the mirror's are merged only up to c.
+    const shared = [row("b", 5), row("c", 4), row("d", 1)];
+    expect(mergePages({ rows: [row("a", 3), row("c", 1)], cut: true }, shared, 10)).toEqual({ sessions: [row("a", 3).body, row("b", 5).body, row("c", 4).body], cut: true });
+    // Sessions of 3 MiB each: two fit in 8 MiB, the third starts the next page.
+    const big = (i: string): MirrorRow => ({ id: i, version: 1, body: { id: i, updated_at: T0, pad: "x".repeat(3 * 1024 * 1024) } as never });
+    const page = mergePages({ rows: [big("a"), big("b")], cut: false }, [big("c")], 10);
+    expect(page.sessions.map((s) => s.id)).toEqual(["a", "b"]);
+    expect(page.cut).toBe(true);
+    // One session larger than a page is a page of its own.
+    expect(mergePages({ rows: [], cut: false }, [{ ...big("z"), body: { id: "z", updated_at: T0, pad: "x".repeat(9 * 1024 * 1024) } as never }], 10).sessions).toHaveLength(1);
   });
 
   it("a later updated_at wins over a higher version: a session loaded on another deployment counts its versions anew", () => {
     const moved = row("a", 2, "2026-11-26T10:05:00.000Z"); // closed on the deployment that loaded it
-    expect(mergePages([moved], [row("a", 10)], 10)).toEqual([moved.body]);
-    expect(mergePages([row("a", 10)], [moved], 10)).toEqual([moved.body]);
+    expect(mergePages({ rows: [moved], cut: false }, [row("a", 10)], 10).sessions).toEqual([moved.body]);
+    expect(mergePages({ rows: [row("a", 10)], cut: false }, [moved], 10).sessions).toEqual([moved.body]);
   });
 });

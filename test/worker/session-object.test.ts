@@ -308,7 +308,7 @@ describe("the session row held in memory (SQLite stays the truth)", () => {
 
 describe("tenant index (GET /sessions is served by the TenantObject)", () => {
   // Session[] loses its type through the RPC stub (see `ok` in helpers.ts), so it is named here.
-  const list = async (tenant: string) => (await env.TENANTS.getByName(tenant).list("", 1000)) as unknown as Session[];
+  const list = async (tenant: string) => ((await env.TENANTS.getByName(tenant).list("", 1000)) as unknown as { sessions: Session[] }).sessions;
 
   it("lists a created session, and its latest status after close", async () => {
     const tenant = `idx-${newId()}`;
@@ -356,7 +356,7 @@ describe("tenant index (GET /sessions is served by the TenantObject)", () => {
     await index.upsert(id, 3, v("closed"));
     await index.upsert(id, 2, v("idle"));
     await index.upsert(id, 3, v("running"));
-    expect(((await index.list("", 10)) as unknown as Session[]).map((s) => s.status)).toEqual(["closed"]);
+    expect(((await index.list("", 10)) as unknown as { sessions: Session[] }).sessions.map((s) => s.status)).toEqual(["closed"]);
   });
 
   it("writes the pushes gathered within GATHER_MS together when the window ends, each session's newest, and answers each once written", async () => {
@@ -366,10 +366,10 @@ describe("tenant index (GET /sessions is served by the TenantObject)", () => {
       JSON.stringify({ id, harness: "pi", config: { model: "openai/m", tools: [] }, status, created_at: TIME, updated_at: TIME, descriptors: [] } satisfies Session);
     const seen = await runInDurableObject(index, async (o: TenantObject) => {
       const gathered = [o.gather(a!, 2, v(a!, "running")), o.gather(b!, 5, v(b!, "idle")), o.gather(a!, 4, v(a!, "idle")), o.gather(a!, 3, v(a!, "closed"))];
-      const before = o.list("", 10);
+      const before = o.list("", 10).sessions;
       const t0 = Date.now();
       await Promise.all(gathered);
-      return { before, waited: Date.now() - t0, after: o.list("", 10) };
+      return { before, waited: Date.now() - t0, after: o.list("", 10).sessions };
     });
     expect(seen.before).toEqual([]);
     expect(seen.waited).toBeGreaterThanOrEqual(GATHER_MS);
