@@ -70,13 +70,15 @@ export class ControlClient {
 
   /**
    * Sends a status if what placement decides on changed since the last one (coalesced per tick):
-   * draining, `loaded`, `loaded_limit`, or, at the limit, whether any session is idle. How many are
-   * idle moves with every turn's start and end, but the pool only asks whether one is, and only
-   * when `loaded` has reached `loaded_limit` (room at the limit), so neither a busy runner-host nor
-   * one serving a single session sends a status per turn: that message would reach the service
-   * while the turn's first output is on its way. The figures sent are the current ones. `always`:
-   * sent even if those figures are unchanged — after an attach order, which the pool counted
-   * ahead (an idle session fewer at the limit) until this status replaces its estimate.
+   * draining, `loaded`, `loaded_limit`, or, at the limit, how many sessions are idle. That count
+   * moves with every turn's start and end, but the pool reads it only when `loaded` has reached
+   * `loaded_limit` (each attach order there drops one idle session), so below the limit no status
+   * is sent per turn: that message would reach the service while the turn's first output is on
+   * its way. At the limit the count is sent as it changes: with only "some are idle" (as before),
+   * the pool's count went stale and concurrent sessions were refused while idle ones could have
+   * made room. The figures sent are the current ones. `always`: sent even if those figures are
+   * unchanged — after an attach order, which the pool counted ahead (an idle session fewer at the
+   * limit) until this status replaces its estimate.
    */
   statusChanged(always = false): void {
     this.#statusForced ||= always;
@@ -177,5 +179,5 @@ export class ControlClient {
 
 /** The part of a status the pool places by (src/runner/runner-pool.ts `roomFor`, `status`). */
 function placementFigures(draining: boolean, c: Capacity): string {
-  return `${draining} ${c.loaded} ${c.loaded_limit} ${c.loaded >= c.loaded_limit && c.idle > 0}`;
+  return `${draining} ${c.loaded} ${c.loaded_limit} ${c.loaded >= c.loaded_limit ? c.idle : "-"}`;
 }

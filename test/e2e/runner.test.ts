@@ -191,6 +191,23 @@ describe("capacity", () => {
       await stack.stop();
     }
   });
+
+  it("limits.loaded with several sessions idle: new sessions' messages racing for them are all accepted, each dropping one", async () => {
+    const stack = await startStack({ config: config({ active: 2, loaded: 4 }), env });
+    try {
+      // Four loaded sessions whose turns end one after another (two slots): all idle at the limit.
+      const first = await Promise.all([1, 2, 3, 4].map(() => session(stack)));
+      const inputs = await Promise.all(first.map((s, i) => say(stack, s, `[[deltas 4]] [[delay ${10 * (i + 1)}]]`)));
+      await Promise.all(first.map((s, i) => s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle" && f.json.input_id === inputs[i], 30_000)));
+      const next = await Promise.all([1, 2, 3, 4].map(() => session(stack)));
+      const racing = await Promise.all(next.map((s) => call(stack.url, "POST", `/sessions/${s.id}/events`, { token: env.MANAGE, body: { type: "user.message", text: "hi" } })));
+      expect(racing.map((r) => r.status)).toEqual([202, 202, 202, 202]);
+      await Promise.all(next.map((s) => s.sse.waitFor((f) => f.event === "session.status" && f.json.data.status === "idle", 30_000)));
+      for (const s of [...first, ...next]) s.sse.close();
+    } finally {
+      await stack.stop();
+    }
+  });
 });
 
 describe("runner-host lost and shutdown", () => {
