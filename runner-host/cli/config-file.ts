@@ -85,14 +85,29 @@ export function resolveDataDir(config: { data_dir: string }, cwd: string = proce
   return resolve(cwd, config.data_dir);
 }
 
+/** An env file that exists but cannot be read (a directory, no permission); the message names it and why. */
+export class EnvFileError extends Error {}
+
+function readEnvFile(file: string): ReturnType<typeof parseEnv> {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (e) {
+    throw new EnvFileError(`${file}: the environment file cannot be read (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
+  }
+  // A byte-order mark (an editor's "UTF-8 with BOM") would otherwise start the first variable's name.
+  return parseEnv(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+}
+
 /**
  * Loads `<name>.env` beside `<name>.json` when it exists (the local demo keeps its fake secrets
- * there), without overriding variables the environment already sets. Returns its path if loaded.
+ * there), without overriding variables the environment already sets. Returns its path if loaded;
+ * throws EnvFileError when it exists but cannot be read.
  */
 export function loadEnvFileBeside(configPath: string, env: NodeJS.ProcessEnv = process.env, override = false): string | undefined {
   const file = envFileBeside(configPath);
   if (!file) return undefined;
-  for (const [k, v] of Object.entries(parseEnv(readFileSync(file, "utf8")))) {
+  for (const [k, v] of Object.entries(readEnvFile(file))) {
     if (!override && env[k] !== undefined) continue;
     env[k] = v;
     if (env === process.env) fromFile.add(k);
@@ -115,10 +130,11 @@ function envFileBeside(configPath: string): string | undefined {
  * `replaced` (when the value differs) so the caller can say so. A variable the process took from
  * the file that the file no longer sets is removed (a retired token stops working; a named one
  * missing is refused by the caller's check). `apply` then makes `next` the process environment.
+ * Throws EnvFileError when the file exists but cannot be read.
  */
 export function reloadEnvFileBeside(configPath: string, next: NodeJS.ProcessEnv): { file?: string; replaced: string[]; apply(): void } {
   const file = envFileBeside(configPath);
-  const values = file ? parseEnv(readFileSync(file, "utf8")) : {};
+  const values = file ? readEnvFile(file) : {};
   for (const k of fromFile) if (!Object.hasOwn(values, k)) delete next[k];
   const replaced = Object.keys(values).filter((k) => !fromFile.has(k) && next[k] !== undefined && next[k] !== values[k]);
   Object.assign(next, values);

@@ -11,7 +11,7 @@ import { referencedVariables } from "../../src/shared/config-vars.ts";
 import { checkEnvironment } from "../../src/shared/config-env.ts";
 import { DEFAULT_RUNNER_SECRET_VAR, DRAIN_PATH, END_STREAMS_PATH, STREAM_END_MS } from "../../src/runtime-constants.ts";
 import { configuredRegions } from "../../src/runner/pool-name.ts";
-import { reloadEnvFileBeside, resolveDataDir } from "./config-file.ts";
+import { EnvFileError, reloadEnvFileBeside, resolveDataDir } from "./config-file.ts";
 import { log, relayLine, type LogFields } from "../log.ts";
 import { CUT_REASON } from "../../src/sse/stream-rules.ts";
 import { persistenceFsHandler } from "./persistence-fs.ts";
@@ -157,14 +157,23 @@ async function launchOn(o: LocalStackOptions, env: NodeJS.ProcessEnv, dataDir: s
   });
   runner?.start();
 
+  // Reloads one after another; a stop waits for the one under way (its runtime is restarting, so
+  // the drain's call would find no Worker to tell, and the stop would go on without the drain).
+  let reloading: Promise<void> = Promise.resolve();
   return {
     url,
-    async reload(vars) {
-      // Same port as the first start (listen may say 0), so the runner-host redials the same URL.
-      await mf.setOptions(options(bindingsFrom(vars), Number(new URL(url).port)));
-      log("info", "worker reloaded");
+    reload(vars) {
+      reloading = reloading.then(async () => {
+        // Same port as the first start (listen may say 0), so the runner-host redials the same URL.
+        await mf.setOptions(options(bindingsFrom(vars), Number(new URL(url).port)));
+        log("info", "worker reloaded");
+      });
+      const done = reloading;
+      reloading = reloading.catch(() => {});
+      return done;
     },
     async stop() {
+      await reloading;
       // New work is refused first (at once, not when the fleet snapshot next sees the drain); then
       // turns end as interrupted by shutdown and reach their objects before the objects go away;
       // then open event streams take those final events and end before the runtime is killed.
@@ -251,7 +260,14 @@ export async function startLocalStack(o: LocalStackOptions): Promise<number> {
       // Read into a copy and checked as a start checks it: an environment that would not start
       // (a token under 24 bytes, a variable gone) is refused whole, and the running one stays.
       const next = { ...process.env };
-      const { file, replaced, apply } = reloadEnvFileBeside(o.configPath, next);
+      let read: ReturnType<typeof reloadEnvFileBeside>;
+      try {
+        read = reloadEnvFileBeside(o.configPath, next);
+      } catch (e) {
+        if (!(e instanceof EnvFileError)) throw e;
+        return log("error", "reload refused: the environment file cannot be read; nothing changed", { error: e.message });
+      }
+      const { file, replaced, apply } = read;
       const problems = checkEnvironment(o.config, next);
       if (problems.length > 0) return log("error", "reload refused: the environment would not start; nothing changed", { env_file: file ?? null, problems: problems.join("; ") });
       // Another value under a credential key's id could not decrypt one override encrypted before:

@@ -125,14 +125,15 @@ export async function runRunnerHost(o: { config: RunnerConfig; configPath: strin
   // grace). A runner-host reads its file at start only, so a reload signal changes nothing.
   const onHangup = () => log("warn", "SIGHUP ignored: a runner-host reads its configuration at start only (restart it to apply changes)");
   process.on("SIGHUP", onHangup);
+  // Still ignored while it drains: a SIGHUP then would kill it halfway (sessions left, lock kept).
   const why = await Promise.race([onSignal, refusedTooOften]);
-  process.off("SIGHUP", onHangup);
   if (why === "refused") log("error", "giving up: the service refused this runner-host every time", { refusals });
   else log("info", "stopping", { signal: why });
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), EXIT_DEADLINE_MS)));
   const outcome = await Promise.race([host.stop().then(() => "ok" as const, () => "failed" as const), deadline]);
   clearTimeout(timer);
+  process.off("SIGHUP", onHangup);
   status.write();
   status.stop();
   lock.release();

@@ -2,7 +2,7 @@
  * The runner-host under stress on the real local stack: a dropped link mid-turn, key rotation,
  * a killed harness process, a lost runner-host, capacity limits, and shutdown.
  */
-import { writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startScriptedProvider, type ScriptedProvider } from "../../examples/scripted-provider.ts";
@@ -120,6 +120,15 @@ describe("link and keys", () => {
     stack.child.kill("SIGHUP");
     const second = JSON.parse(await stack.waitForLog(/"msg":"reload refused/, 30_000, again)) as { problems: string };
     expect(second.problems).toContain("providers.openai.api_key_env: environment variable OPENAI_KEY is not set");
+    // An env file that cannot be read (here a directory in its place) is refused the same way, not a crash.
+    rmSync(envFile);
+    mkdirSync(envFile);
+    const third = stack.mark();
+    stack.child.kill("SIGHUP");
+    const unreadable = JSON.parse(await stack.waitForLog(/"msg":"reload refused/, 30_000, third)) as { msg: string; error: string };
+    expect(unreadable).toMatchObject({ msg: "reload refused: the environment file cannot be read; nothing changed", error: `${envFile}: the environment file cannot be read (EISDIR)` });
+    expect((await call(stack.url, "GET", "/health/live")).status).toBe(200);
+    rmSync(envFile, { recursive: true });
     writeFileSync(envFile, "OPENAI_KEY=sk-rotation-new\n");
   });
 
@@ -276,6 +285,17 @@ describe("runner-host lost and shutdown", () => {
     // The whole stack stops, so the Worker was also asked to end input still waiting for a
     // runner-host (none here; test/worker/shutdown-waiting.test.ts has one).
     expect(stack.stderr()).toMatch(/"msg":"sessions waiting for a runner-host interrupted","sessions":0/);
+  });
+
+  it("SIGTERM right after a SIGHUP waits for the reload, then drains: new work is refused, not run after a restart", async () => {
+    const stack = await startStack({ config: config(), env });
+    const mark = stack.mark();
+    stack.child.kill("SIGHUP");
+    await stack.waitForLog(/"msg":"reloading"/, 30_000, mark); // the runtime is restarting now
+    expect((await stack.stop("SIGTERM")).code).toBe(0);
+    const log = stack.stderr().slice(mark);
+    expect(log).toMatch(/"msg":"worker reloaded"[^]*"msg":"shutting down: new work is refused"/);
+    expect(log).not.toContain("could not tell the worker to refuse new work");
   });
 
   it("SIGTERM interrupts input still queued for a harness process too: conflict before execution, and it does not run after the restart", async () => {

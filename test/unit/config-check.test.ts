@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -64,6 +64,20 @@ describe("svc -check validates the file and all referenced environment variables
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain("SVC_DEMO_TOKEN");
     expect(bad.stderr).not.toContain("short");
+  });
+  it("an env file beside the config that cannot be read is named, at -check and at a start, not a stack trace; one with a BOM loads", async () => {
+    const path = writeConfig("env-dir.json");
+    mkdirSync(join(dir, "env-dir.env"));
+    const check = await svc(["-config", path, "-check"], {});
+    expect(check).toEqual({ code: 1, stdout: "", stderr: `${join(dir, "env-dir.env")}: the environment file cannot be read (EISDIR)\n` });
+    for (const args of [["-config", path], ["runner", "-config", path]]) {
+      const start = await svc(args, {});
+      expect(start.code).toBe(1);
+      expect(JSON.parse(start.stderr.trim())).toMatchObject({ level: "error", msg: `svc: could not start: ${join(dir, "env-dir.env")}: the environment file cannot be read (EISDIR)` });
+    }
+    const bom = writeConfig("env-bom.json");
+    writeFileSync(join(dir, "env-bom.env"), `\ufeffSVC_TOKEN=${ENV.SVC_TOKEN}\nOPENAI_KEY=${ENV.OPENAI_KEY}\n`);
+    expect((await svc(["-config", bom, "-check"], {})).code).toBe(0);
   });
   it("exits 1 and names the field for an invalid field", async () => {
     const path = writeConfig("bad-field.json", { limits: { queue: 0 }, extra: true });

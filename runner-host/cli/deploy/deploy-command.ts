@@ -18,7 +18,7 @@ import { gzipSync } from "node:zlib";
 import type { BundledConfig } from "../../../src/bundled-config.ts";
 import { R2_BINDING } from "../../../src/persistence/open-store.ts";
 import type { HostConfig } from "../../../src/shared/config-schema.ts";
-import { loadEnvFileBeside, readConfigFile } from "../config-file.ts";
+import { EnvFileError, loadEnvFileBeside, readConfigFile } from "../config-file.ts";
 import { parseFlags } from "./flags.ts";
 import { planSecrets, secretValues, variablesBudget } from "./worker-secrets.ts";
 
@@ -56,7 +56,12 @@ export async function deployMain(argv: readonly string[]): Promise<number> {
   const tokenDigests = f["token-digests"] === true;
   const remote = f["remote-secrets"] === true;
 
-  loadEnvFileBeside(configArg);
+  try {
+    loadEnvFileBeside(configArg);
+  } catch (e) {
+    if (e instanceof EnvFileError) return fail(configArg, [e.message]);
+    throw e;
+  }
   const read = await readConfigFile(configArg);
   const problems = read.ok ? deployProblems(read.config, await boundBucket()) : read.problems;
   if (!read.ok || problems.length > 0) return fail(configArg, problems);
