@@ -153,6 +153,15 @@ describe("svc runner operations", () => {
     expect(p.child.exitCode).toBeNull();
   });
 
+  it("svc runner still ignores SIGHUP while it drains after SIGTERM: it stops cleanly", async () => {
+    const p = await startRunner({ dir: path.join(root, "hup-drain"), config: runnerConfig("us", 2), env: runnerEnv });
+    p.child.kill("SIGTERM");
+    await p.waitFor(/"msg":"stopping"/);
+    p.child.kill("SIGHUP");
+    expect(await p.exited).toEqual({ code: 0, signal: null });
+    expect(p.output()).toMatch(/"msg":"stopping"[^]*"msg":"stopped"/);
+  });
+
   it("a second runner-host on the same data_dir refuses to start instead of taking the runner id", async () => {
     const twin = await startRunner({ dir: runners.eu1!.dir, config: runnerConfig("eu", 2), env: runnerEnv, connected: false });
     expect((await twin.exited).code).toBe(1);
