@@ -6,7 +6,7 @@
  */
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { validateInput } from "../../src/shared/json-schema.ts";
-import { serviceSetHeader, unsendableHeader } from "../../src/shared/credential-headers.ts";
+import { sendableValue, SENDABLE_VALUE_RULE, serviceSetHeader, unsendableHeader } from "../../src/shared/credential-headers.ts";
 import { MAX_JSON_DEPTH, notAsSent, parseWithinDepth } from "../../src/shared/json-text.ts";
 import { CallBudget, checkOutput, errorResult, label, neverSent, parseResult, stoppedResult, undecodable } from "./outcome.ts";
 import { toolFetch } from "./tool-fetch.ts";
@@ -29,7 +29,7 @@ class BrokenAnswer extends Error {}
  */
 export function callHeaders(tool: HostTool, ctx: ToolCallContext, env: ToolEnv): Headers | string {
   const headers = new Headers();
-  const problem = ctx.headers && unsendableHeader(ctx.headers);
+  const problem = ctx.headers ? unsendableHeader(ctx.headers) : ctx.bearer !== undefined && !sendableValue(ctx.bearer) ? `its value is not ${SENDABLE_VALUE_RULE}` : undefined;
   // Not sent: the tool never saw the request (no unknown outcome).
   if (problem) return `${label(tool)} has a credential it cannot send: ${problem}`;
   try {

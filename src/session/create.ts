@@ -94,7 +94,8 @@ export async function prepareSession(rt: Runtime, tenant: string, body: CreateSe
       if (bound.has(c.binding)) throw invalid(`credentials[${i}].binding: "${c.binding}" is given twice`);
       bound.add(c.binding);
       const b = body.config.bindings!.find((x) => x.alias === c.binding)!;
-      checkCredentialValue(c.binding, c.value, b.executor === undefined);
+      // Only an executor's alone takes headers the service sets: a host tool beside it is called by the service.
+      checkCredentialValue(c.binding, c.value, b.executor === undefined || b.provider !== undefined);
       credentials.push(await encryptCredential(config, rt.vars, { tenant, sessionId: id, alias: c.binding }, c.value));
     }
   }

@@ -9,22 +9,18 @@ import { invalid, unsupported } from "../shared/errors.ts";
 import type { EncryptedCredential } from "./record.ts";
 import { fromBase64, toBase64 } from "../shared/base64.ts";
 import { aesKeyProblem } from "../shared/config-env.ts";
-import { credentialHeaderProblem } from "../shared/credential-headers.ts";
+import { credentialHeaderProblem, sendableValue, SENDABLE_VALUE_RULE } from "../shared/credential-headers.ts";
 
-/**
- * What an HTTP header value may hold (tab, visible ASCII, space, Latin-1): a value outside it
- * could never be sent, and a CR or LF would end the header.
- */
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 /**
  * docs/api.md: a string is a bearer token; `{"headers": {...}}` supplies request headers. `host`: the
- * binding is not an executor's: the service makes its requests (an executor gets the headers as data).
+ * binding is not an executor's alone: the service makes requests with it, so headers the service or
+ * the HTTP client sets are refused (an executor gets the headers as data).
  */
 export function checkCredentialValue(alias: string, value: unknown, host: boolean): void {
   if (typeof value === "string") {
     if (value.length === 0) throw invalid(`credentials for "${alias}": value must not be empty`);
-    if (!HEADER_VALUE.test(value)) throw invalid(`credentials for "${alias}": value must be usable in an HTTP header (no control characters, nothing beyond Latin-1)`);
+    if (!sendableValue(value)) throw invalid(`credentials for "${alias}": value must be usable in an HTTP header as given (${SENDABLE_VALUE_RULE})`);
     return;
   }
   if (typeof value === "object" && value !== null && !Array.isArray(value)) {
@@ -33,8 +29,8 @@ export function checkCredentialValue(alias: string, value: unknown, host: boolea
     if (keys.length === 1 && typeof headers === "object" && headers !== null && !Array.isArray(headers)) {
       const entries = Object.entries(headers);
       if (entries.length > 0 && entries.every(([k, v]) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(k) && typeof v === "string")) {
-        if (!entries.every(([, v]) => HEADER_VALUE.test(v as string))) {
-          throw invalid(`credentials for "${alias}": header values must be usable in an HTTP header (no control characters, nothing beyond Latin-1)`);
+        if (!entries.every(([, v]) => sendableValue(v as string))) {
+          throw invalid(`credentials for "${alias}": header values must be usable in an HTTP header as given (${SENDABLE_VALUE_RULE})`);
         }
         const problem = host ? credentialHeaderProblem(headers as Record<string, string>) : undefined;
         if (problem) throw invalid(`credentials for "${alias}": ${problem}`);

@@ -30,6 +30,19 @@ const CLIENT_OWNED = [
 export const RESERVED_CREDENTIAL_HEADERS: ReadonlySet<string> = new Set([...SERVICE_SET, ...CLIENT_OWNED]);
 const UNSENDABLE: ReadonlySet<string> = new Set(CLIENT_OWNED);
 
+/**
+ * What a credential value may hold to reach the tool exactly as given: visible ASCII, with spaces
+ * and tabs only inside it. A CR or LF would end the header; HTTP drops spaces and tabs at its ends,
+ * and a character past ASCII is sent as other bytes (UTF-8), so the tool got another value — and
+ * the one it echoed back was not the one redacted, so it was stored and shown in plaintext.
+ */
+const SENDABLE_VALUE = /^(?:[\x21-\x7e](?:[\t\x20-\x7e]*[\x21-\x7e])?)?$/;
+export const SENDABLE_VALUE_RULE = "visible ASCII, with spaces or tabs only inside it";
+
+export function sendableValue(value: string): boolean {
+  return SENDABLE_VALUE.test(value);
+}
+
 /** Whether the service sets this header itself on a host tool request (an override's value would be replaced). */
 export function serviceSetHeader(name: string): boolean {
   return SERVICE_SET.includes(name.toLowerCase());
@@ -40,8 +53,10 @@ export function credentialHeaderProblem(headers: Record<string, string>): string
   return firstProblem(headers, RESERVED_CREDENTIAL_HEADERS);
 }
 
-/** At a call: the first header of a stored override that could not be sent as given. */
+/** At a call: the first header of a stored override (made before these checks) that could not be sent as given. */
 export function unsendableHeader(headers: Record<string, string>): string | undefined {
+  const value = Object.entries(headers).find(([, v]) => !sendableValue(v));
+  if (value) return `header "${value[0]}" has a value that is not ${SENDABLE_VALUE_RULE}`;
   return firstProblem(headers, UNSENDABLE);
 }
 

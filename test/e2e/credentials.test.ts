@@ -154,6 +154,19 @@ describe("credential overrides reach the tool call", () => {
     ex.drop();
   });
 
+  it("headers the service sets are refused for an executor's binding that names a host tool too, accepted for an executor's alone", async () => {
+    const tool = { name: "lookup2", description: "d", input_schema: { type: "object" } };
+    const reg = await registerExecutor(stack.url, env.MANAGE, { binding: "both", tools: [tool] });
+    const create = (binding: object) =>
+      call(stack.url, "POST", "/sessions", {
+        token: env.MANAGE,
+        body: { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [], bindings: [binding] }, credentials: [{ binding: "both", value: { headers: { Host: "evil.example", "X-Sec": "both-secret" } } }] },
+      });
+    const both = await create({ alias: "both", provider: "search", executor: reg.body.id });
+    expect([both.status, both.body.error?.message]).toEqual([400, 'credentials for "both": header "Host" is set by the service, not by a credential']);
+    expect((await create({ alias: "both", executor: reg.body.id })).status).toBe(201);
+  });
+
   it("a reload that gives a credential key another value is refused, and overrides stay readable", async () => {
     const before = await runTool([{ alias: "web", provider: "search" }], [{ binding: "web", value: "before-the-reload" }], "[[tool search {}]]");
     writeFileSync(path.join(stack.dir, "config.env"), `CRED_KEY=${Buffer.alloc(32, 9).toString("base64")}\n`);

@@ -187,6 +187,16 @@ describe("failures before the tool receives the request: unknown_outcome absent"
     expect(requestsTo(tool)[0]!.headers).toMatchObject({ "content-type": "application/json", "x-key": "k1" });
   });
 
+  it("a stored override value that would not reach the tool as given (create refuses it now) is not sent", async () => {
+    const tool = route((_q, res) => json(res, 200, OK));
+    const rule = "visible ASCII, with spaces or tabs only inside it";
+    expectError(await call(tool, { ctx: { bearer: "SECRETVAL1 " } }).result, false, new RegExp(`^tool "probe" has a credential it cannot send: its value is not ${rule}$`));
+    expectError(await call(tool, { ctx: { headers: { "X-Api-Key": "s\u00e9cret" } } }).result, false, new RegExp(`^tool "probe" has a credential it cannot send: header "X-Api-Key" has a value that is not ${rule}$`));
+    expect(requestsTo(tool)).toHaveLength(0);
+    expect((await call(tool, { ctx: { bearer: "inner space ok" } }).result).is_error).toBeUndefined();
+    expect(requestsTo(tool)[0]!.headers.authorization).toBe("Bearer inner space ok");
+  });
+
   it("refused connection", async () => {
     const tool = hostTool({ url: `http://127.0.0.1:${await closedPort()}/tool` });
     expectError(await call(tool).result, false, /^tool "probe" could not be reached$/);

@@ -361,6 +361,13 @@ describe("Create a session: credential overrides", () => {
       "line\nbreak",
       "nul\u0000",
       "beyond-latin1-\u20ac",
+      // Not sent as given: HTTP drops spaces and tabs at the ends; past ASCII goes out as other bytes.
+      "SECRETVAL1 ",
+      "\tSECRETVAL1",
+      "s\u00e9cretval4",
+      "ab\u0085",
+      { headers: { "X-Api-Key": "  SECRETVAL2  " } },
+      { headers: { "X-Api-Key": "caf\u00e9" } },
       { headers: { "X-Key": "a\r\nX-Injected: 1" } },
       // Headers the service or the HTTP client sets itself: such a call could never be sent as given.
       { headers: { "Content-Length": "1" } },
