@@ -365,9 +365,10 @@ describe("tenant index (GET /sessions is served by the TenantObject)", () => {
     const v = (id: string, status: Session["status"]) =>
       JSON.stringify({ id, harness: "pi", config: { model: "openai/m", tools: [] }, status, created_at: TIME, updated_at: TIME, descriptors: [] } satisfies Session);
     const seen = await runInDurableObject(index, async (o: TenantObject) => {
+      // From before the first push: its window's timer starts with it.
+      const t0 = Date.now();
       const gathered = [o.gather(a!, 2, v(a!, "running")), o.gather(b!, 5, v(b!, "idle")), o.gather(a!, 4, v(a!, "idle")), o.gather(a!, 3, v(a!, "closed"))];
       const before = o.list("", 10).sessions;
-      const t0 = Date.now();
       await Promise.all(gathered);
       return { before, waited: Date.now() - t0, after: o.list("", 10).sessions };
     });
