@@ -30,10 +30,18 @@ const RULES: [RegExp, string][] = [
   [/[A-Za-z0-9_+/=-]{32,}/g, "\u0000"],
 ];
 
+/**
+ * The exact values to remove, longest first: a value inside another (`acme` and `acme.Pa55w0rd!`)
+ * removed first would leave the rest of the longer one in the text.
+ */
+function longestFirst(secrets: Iterable<string>): string[] {
+  return [...new Set(secrets)].filter((s) => s.length >= 4).sort((a, b) => b.length - a.length);
+}
+
 /** Removes credentials from `text`; `secrets` are exact values to remove as well (keys we hold). */
 export function redact(text: string, secrets: Iterable<string> = []): string {
   let out = text;
-  for (const s of secrets) if (s.length >= 4) out = out.split(s).join(REDACTED);
+  for (const s of longestFirst(secrets)) out = out.split(s).join(REDACTED);
   for (const [re, to] of RULES) {
     out = to === "\u0000" ? out.replace(re, (m) => (/[0-9]/.test(m) && /[A-Za-z]/.test(m) ? REDACTED : m)) : out.replace(re, to);
   }
@@ -69,7 +77,7 @@ export function tenantMessage(message: string, secrets: Iterable<string> = []): 
  * turn's path: native records are redacted on every `state.append`).
  */
 export function redactValues<T>(value: T, secrets: Iterable<string>): T {
-  const list = [...secrets].filter((s) => s.length >= 4);
+  const list = longestFirst(secrets);
   if (list.length === 0) return value;
   const scrub = (v: string): string => (list.some((s) => v.includes(s)) ? list.reduce((out, s) => out.split(s).join(REDACTED), v) : v);
   // A copy is made only from the first part that changed: the walk allocates nothing for a record

@@ -174,7 +174,8 @@ export class RuntimeCalls {
     const bindings = bindingsOf(row);
     const b = bindings.find((x) => x.alias === alias);
     const others = (JSON.parse(row.descriptors) as Tool[]).map((t) => t.name).filter((n) => !b?.tools.includes(n));
-    const clash = tools.find((t) => others.includes(t.name));
+    // Only a tool the binding enables can clash: one `operations` leaves out was never in the session.
+    const clash = tools.find((t) => (!b || b.tools.includes(t.name)) && others.includes(t.name));
     if (clash) throw invalid(`tools: "${clash.name}" clashes with another tool of the session`);
     if (!b || b.executor === undefined) throw conflict(`the session has no runtime binding "${alias}"`);
     if (!sameJson(b.runtime, tools)) throw conflict(`tools differ from the descriptors of binding "${alias}"`);

@@ -471,6 +471,19 @@ describe("rebinding after an executor restart", () => {
     ex.drop();
     s.sse.close();
   });
+
+  it("a binding whose operations leave out a tool named like another of the session's can be rebound", async () => {
+    const jobs = await register([SLOW, LOOKUP], "jobs");
+    const dict = await register([LOOKUP], "dict");
+    // `jobs` enables slow_job only; lookup is `dict`'s in this session.
+    const s = await session([
+      { alias: "jobs", executor: jobs.id, operations: [SLOW.name] },
+      { alias: "dict", executor: dict.id },
+    ]);
+    const again = await registerExecutor(stack.url, env.MANAGE, { binding: "jobs", tools: [SLOW, LOOKUP], session: s.id });
+    expect([again.status, again.body.error?.message]).toEqual([201, undefined]);
+    s.sse.close();
+  });
 });
 
 describe("an object restart mid-call", () => {

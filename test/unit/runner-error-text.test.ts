@@ -67,6 +67,15 @@ describe("redact, bounded, foreign", () => {
     expect(list[2]).toBe(`x ${key}`);
   });
 
+  it("a value inside another is no help to the longer one: both are removed whole, whatever their order", () => {
+    const headers = ["acme", "acme.Pa55w0rd!"];
+    const echoed = { "x-other": "acme", "x-api-key": "acme.Pa55w0rd!", text: "key acme.Pa55w0rd! of acme" };
+    const whole = { "x-other": "[redacted]", "x-api-key": "[redacted]", text: "key [redacted] of [redacted]" };
+    expect(redactValues(echoed, headers)).toEqual(whole);
+    expect(redactValues(echoed, [...headers].reverse())).toEqual(whole);
+    expect(redact("401: acme.Pa55w0rd! refused", headers)).toBe("401: [redacted] refused");
+  });
+
   it("bounds by UTF-8 bytes on a character boundary", () => {
     expect(bounded("short", 10)).toBe("short");
     const cut = bounded("é".repeat(600), FOREIGN_TEXT_BYTES);
