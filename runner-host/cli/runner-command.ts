@@ -125,7 +125,7 @@ export async function runRunnerHost(o: { config: RunnerConfig; configPath: strin
   // grace). A runner-host reads its file at start only, so a reload signal changes nothing.
   const onHangup = () => log("warn", "SIGHUP ignored: a runner-host reads its configuration at start only (restart it to apply changes)");
   process.on("SIGHUP", onHangup);
-  // Still ignored while it drains: a SIGHUP then would kill it halfway (sessions left, lock kept).
+  // Still ignored while it drains and until it exits: a SIGHUP then would kill it halfway (sessions left, lock kept).
   const why = await Promise.race([onSignal, refusedTooOften]);
   if (why === "refused") log("error", "giving up: the service refused this runner-host every time", { refusals });
   else log("info", "stopping", { signal: why });
@@ -133,7 +133,8 @@ export async function runRunnerHost(o: { config: RunnerConfig; configPath: strin
   const deadline = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), EXIT_DEADLINE_MS)));
   const outcome = await Promise.race([host.stop().then(() => "ok" as const, () => "failed" as const), deadline]);
   clearTimeout(timer);
-  process.off("SIGHUP", onHangup);
+  // The SIGHUP listener stays: the process exits right after this returns, and one arriving in
+  // between would otherwise kill it with 129 (a clean stop reported as a crash).
   status.write();
   status.stop();
   lock.release();
