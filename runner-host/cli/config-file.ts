@@ -115,6 +115,16 @@ export function loadEnvFileBeside(configPath: string, env: NodeJS.ProcessEnv = p
   return file;
 }
 
+/** `loadEnvFileBeside` at a command's start: the file it loaded (if any), or the problem to report and exit on. */
+export function loadEnvFileChecked(configPath: string): { ok: true; file?: string } | { ok: false; problem: string } {
+  try {
+    return { ok: true, file: loadEnvFileBeside(configPath) };
+  } catch (e) {
+    if (e instanceof EnvFileError) return { ok: false, problem: e.message };
+    throw e;
+  }
+}
+
 /** Variables the process took from its env file (not those its environment set first). */
 const fromFile = new Set<string>();
 

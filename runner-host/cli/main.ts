@@ -5,7 +5,7 @@
  * or a failed start, 2 bad usage. The modules that start things are imported only when used, so
  * `-check` loads none of them and starts nothing.
  */
-import { EnvFileError, loadConfigFile, loadEnvFileBeside, resolveDataDir } from "./config-file.ts";
+import { loadConfigFile, loadEnvFileChecked, resolveDataDir } from "./config-file.ts";
 import { dataDirProblem, storeDirProblem } from "./data-dir-usable.ts";
 import { log } from "../log.ts";
 import { StartRefused } from "./start-refused.ts";
@@ -96,16 +96,13 @@ export async function main(argv: string[]): Promise<number> {
   }
   const { command, config: configArg, check, runner, status } = parsed.args;
 
-  let envFile: string | undefined;
-  try {
-    envFile = loadEnvFileBeside(configArg);
-  } catch (e) {
-    if (!(e instanceof EnvFileError)) throw e;
-    if (check) process.stderr.write(`${e.message}\n`);
-    else log("error", `svc: could not start: ${e.message}`);
+  const env = loadEnvFileChecked(configArg);
+  if (!env.ok) {
+    if (check) process.stderr.write(`${env.problem}\n`);
+    else log("error", `svc: could not start: ${env.problem}`);
     return 1;
   }
-  if (envFile) log("info", "environment file loaded", { path: envFile });
+  if (env.file) log("info", "environment file loaded", { path: env.file });
   if (command === "runner") return runRunner(configArg, check, status);
   const loaded = await loadConfigFile(configArg);
   if (!loaded.ok || check) return reportConfig(configArg, loaded, check);

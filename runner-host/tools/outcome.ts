@@ -4,7 +4,8 @@
  * network failures prove the request never left (docs/api.md "Tools", with the unknown_outcome
  * table).
  */
-import { validateOutput } from "../../src/shared/json-schema.ts";
+import { byteLength } from "../../src/shared/ids.ts";
+import { outputProblem } from "../../src/shared/runtime-result.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import { imageProblem, ToolResultSchema, type ToolResult } from "../../src/shared/result-schema.ts";
 import { issueSummary } from "../../src/shared/zod-issues.ts";
@@ -29,7 +30,7 @@ export function errorResult(message: string, unknownOutcome: boolean): ToolResul
  */
 export function capJson(result: ToolResult, limit: number, say: (bytes: number) => string): ToolResult {
   if (isOwnResult(result)) return result;
-  const bytes = jsonBytes(result);
+  const bytes = byteLength(JSON.stringify(result));
   return bytes <= limit ? result : errorResult(say(bytes), true);
 }
 
@@ -39,12 +40,6 @@ export function isOwnResult(result: ToolResult): boolean {
 
 export function label(tool: HostTool): string {
   return `tool "${tool.name}"`;
-}
-
-const encoder = new TextEncoder();
-
-function jsonBytes(value: unknown): number {
-  return encoder.encode(JSON.stringify(value)).length;
 }
 
 /**
@@ -68,13 +63,8 @@ export function parseResult(value: unknown): { result: ToolResult } | { problem:
  * failure here has an unknown outcome.
  */
 export function checkOutput(tool: HostTool, result: ToolResult): ToolResult {
-  if (result.is_error || !tool.output_schema) return result;
-  if (result.structured_content === undefined) {
-    return errorResult(`${label(tool)} returned no structured_content although it declares an output_schema`, true);
-  }
-  const problem = validateOutput(tool.output_schema, result.structured_content);
-  if (problem === null) return result;
-  return errorResult(`${label(tool)} returned structured_content that does not match its output_schema: ${problem}`, true);
+  const problem = outputProblem(tool.name, tool.output_schema, result);
+  return problem ? errorResult(problem, true) : result;
 }
 
 /** Why a call stopped early; the AbortSignal reason, so a rejected read can be told apart. */

@@ -59,16 +59,21 @@ describe("an executor's accepted reply and a stop that overtakes it", () => {
       s.set({ bindings: JSON.stringify([{ alias: "jobs", tools: ["job"], executor: newId(), runtime: [job] }]) });
       s.send({ type: "user.message", text: "three jobs" }, limits, NOW);
       const turn = turns.start(NOW)!.input.event_id;
-      const [fits, wrong, big] = [newId(), newId(), newId()];
-      [fits, wrong, big].forEach((id, i) => {
+      const [fits, wrong, big, edge] = [newId(), newId(), newId(), newId()];
+      [fits, wrong, big, edge].forEach((id, i) => {
         turns.apply({ t: "tool_call", seq: i + 1, turn, call: { id, name: "job", arguments: {} }, dispatched: true }, NOW, limits.session_bytes);
         state.storage.sql.exec("INSERT INTO runtime_calls (call_id, executor, tool) VALUES (?, ?, 'job')", id, newId());
       });
       const good = { content: [], structured_content: { n: 1 } };
       ok(runtime.reply(fits, good));
       ok(runtime.reply(wrong, { content: [], structured_content: { m: 1 } }));
-      // 1 MiB of text and the Result's own JSON around it: over the runtime tool result limit.
-      ok(runtime.reply(big, { content: [{ type: "text", text: "x".repeat(1_048_576) }], structured_content: { n: 1 } }));
+      // The runtime tool result limit at its edge: a Result of exactly 1 MiB as JSON is kept, one byte more is not.
+      const sized = (bytes: number) => {
+        const shell = JSON.stringify({ content: [{ type: "text", text: "" }], structured_content: { n: 1 } }).length;
+        return { content: [{ type: "text" as const, text: "x".repeat(bytes - shell) }], structured_content: { n: 1 } };
+      };
+      ok(runtime.reply(edge, sized(1_048_576)));
+      ok(runtime.reply(big, sized(1_048_577)));
       const events = s.endWork(NOW, "interrupted", { running: { code: "conflict", message: "interrupted" }, queued: "interrupted" });
       const recorded = Object.fromEntries(events.filter((e) => e.event.type === "tool.result").map((e) => [e.event.data.call_id, e.event.data.result]));
       expect(recorded[fits]).toEqual(good);
@@ -77,7 +82,8 @@ describe("an executor's accepted reply and a stop that overtakes it", () => {
         is_error: true,
         unknown_outcome: true,
       });
-      expect(recorded[big]).toMatchObject({ is_error: true, unknown_outcome: true, content: [{ text: expect.stringMatching(/^tool "job" output exceeded the runtime tool result limit \(1048\d{3} > 1048576\)$/) }] });
+      expect(recorded[edge]).toEqual(sized(1_048_576));
+      expect(recorded[big]).toEqual({ content: [{ type: "text", text: 'tool "job" output exceeded the runtime tool result limit (1048577 > 1048576)' }], is_error: true, unknown_outcome: true });
     });
   });
 });

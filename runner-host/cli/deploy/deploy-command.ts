@@ -18,7 +18,7 @@ import { gzipSync } from "node:zlib";
 import type { BundledConfig } from "../../../src/bundled-config.ts";
 import { R2_BINDING } from "../../../src/persistence/open-store.ts";
 import type { HostConfig } from "../../../src/shared/config-schema.ts";
-import { EnvFileError, loadEnvFileBeside, readConfigFile } from "../config-file.ts";
+import { loadEnvFileChecked, readConfigFile } from "../config-file.ts";
 import { parseFlags } from "./flags.ts";
 import { planSecrets, secretValues, variablesBudget } from "./worker-secrets.ts";
 
@@ -56,12 +56,8 @@ export async function deployMain(argv: readonly string[]): Promise<number> {
   const tokenDigests = f["token-digests"] === true;
   const remote = f["remote-secrets"] === true;
 
-  try {
-    loadEnvFileBeside(configArg);
-  } catch (e) {
-    if (e instanceof EnvFileError) return fail(configArg, [e.message]);
-    throw e;
-  }
+  const env = loadEnvFileChecked(configArg);
+  if (!env.ok) return fail(configArg, [env.problem]);
   const read = await readConfigFile(configArg);
   const problems = read.ok ? deployProblems(read.config, await boundBucket()) : read.problems;
   if (!read.ok || problems.length > 0) return fail(configArg, problems);

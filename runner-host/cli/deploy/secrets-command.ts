@@ -6,7 +6,7 @@
  * unusable, and names each one. Exit codes: 0 ok, 1 a problem, 2 bad usage.
  */
 import { writeFileSync } from "node:fs";
-import { EnvFileError, loadEnvFileBeside, readConfigFile } from "../config-file.ts";
+import { loadEnvFileChecked, readConfigFile } from "../config-file.ts";
 import { parseFlags } from "./flags.ts";
 import { planSecrets, secretValues, variablesBudget } from "./worker-secrets.ts";
 
@@ -25,11 +25,9 @@ export async function secretsMain(argv: readonly string[]): Promise<number> {
   if (!parsed.ok) return usage(parsed);
   const { config: configArg, out } = parsed.flags as { config?: string; out?: string };
   if (!configArg) return usage({ help: false, problem: "-config <path> is required" });
-  try {
-    loadEnvFileBeside(configArg);
-  } catch (e) {
-    if (!(e instanceof EnvFileError)) throw e;
-    process.stderr.write(`${e.message}\n`);
+  const env = loadEnvFileChecked(configArg);
+  if (!env.ok) {
+    process.stderr.write(`${env.problem}\n`);
     return 1;
   }
   const read = await readConfigFile(configArg);
