@@ -46,7 +46,8 @@ export class PooledProcess {
   /** Settles once the process said `ready` and accepted `init`; rejects with an OpenError. */
   readonly ready: Promise<void>;
   hp: HarnessProcess | undefined;
-  state: "starting" | "ready" | "stopping" | "gone" = "starting";
+  /** `ending`: the process stopped taking commands (killed, a violation, `fatal`) and is exiting. */
+  state: "starting" | "ready" | "ending" | "stopping" | "gone" = "starting";
   /** Sessions open in it (keys), opens in flight, running turns. */
   readonly sessions = new Set<string>();
   opening = 0;
@@ -161,6 +162,9 @@ export class PooledProcess {
       throw new OpenError(`harness ${spawn.harness} could not start: ${foreign(firstLine((err as Error).message))}`);
     }
     this.hp = hp;
+    hp.onEnding(() => {
+      if (this.state === "starting" || this.state === "ready") this.state = "ending";
+    });
     hp.onExit((exit) => {
       const expected = this.state === "stopping";
       this.state = "gone";

@@ -58,6 +58,12 @@ const LATE_IDS_KEPT = 1024;
  * Node delivers after the end of the pipe.
  */
 const STDOUT_EOF_GRACE_MS = 1_000;
+/**
+ * After `fatal` ("about to exit"), how long the process may take to exit on its own before it is
+ * signalled, ms: a harness that writes `fatal` and stays would otherwise hold its sessions, its turns
+ * and the runner-host's stop forever, refusing every command.
+ */
+const FATAL_EXIT_GRACE_MS = 1_000;
 
 export type HarnessLogger = (record: Record<string, unknown>) => void;
 
@@ -160,6 +166,10 @@ export class HarnessProcess {
   #resolveExited!: (exit: HarnessExit) => void;
   #killTimer?: NodeJS.Timeout;
   #eofTimer?: NodeJS.Timeout;
+  #fatalTimer?: NodeJS.Timeout;
+  /** SIGTERM sent (the end began); SIGKILL follows after the grace. */
+  #signalled = false;
+  #endingListeners = new Set<() => void>();
   #violated = false;
   /** The user this process alone runs as (./harness-users.ts): released once the process is gone. */
   #ownUser?: Identity;
@@ -342,15 +352,32 @@ export class HarnessProcess {
     return this.#end(reason, message);
   }
 
+  /** Called once, when the process stops taking commands (it is ending: killed, a violation, `fatal`). */
+  onEnding(listener: () => void): void {
+    if (this.#endReason || this.#exitInfo) listener();
+    else this.#endingListeners.add(listener);
+  }
+
+  /** The first reason wins; a later kill (after `fatal`) still signals the process. */
   #end(reason: ExitReason, message: string): Promise<HarnessExit> {
-    if (this.#exitInfo || this.#endReason) return this.exited;
-    this.#endReason = { reason, message };
-    this.#rejectAll(new HarnessError(reason === "framing_violation" ? "framing_violation" : "exited", message));
+    if (this.#exitInfo) return this.exited;
+    this.#beginEnd(reason, message, new HarnessError(reason === "framing_violation" ? "framing_violation" : "exited", message));
+    if (this.#signalled) return this.exited;
+    this.#signalled = true;
+    clearTimeout(this.#fatalTimer);
     this.#signalGroup("SIGTERM");
     this.#killTimer = setTimeout(() => {
       if (this.#child.exitCode === null && this.#child.signalCode === null) this.#signalGroup("SIGKILL");
     }, this.#opts.killGraceMs);
     return this.exited;
+  }
+
+  #beginEnd(reason: ExitReason, message: string, error: HarnessError): void {
+    if (this.#endReason) return;
+    this.#endReason = { reason, message };
+    this.#rejectAll(error);
+    for (const l of this.#endingListeners) this.#safely("ending listener", l);
+    this.#endingListeners.clear();
   }
 
   #signalGroup(signal: NodeJS.Signals): void {
@@ -386,6 +413,7 @@ export class HarnessProcess {
     child.on("exit", () => {
       clearTimeout(this.#killTimer);
       clearTimeout(this.#eofTimer);
+      clearTimeout(this.#fatalTimer);
       this.#signalGroup("SIGKILL"); // leftovers of the group must not outlive the harness
       closeTimer = setTimeout(() => {
         child.stdout.destroy();
@@ -462,8 +490,9 @@ export class HarnessProcess {
         // Redacted once here: the message is logged again with the exit and reaches requests' errors.
         const message = this.#redact(msg.message);
         this.#log("error", "harness fatal", { error: message });
-        this.#endReason ??= { reason: "fatal", message };
-        return this.#rejectAll(new HarnessError("exited", `harness fatal: ${message}`));
+        this.#beginEnd("fatal", message, new HarnessError("exited", `harness fatal: ${message}`));
+        if (!this.#signalled && !this.#fatalTimer) this.#fatalTimer = setTimeout(() => void this.#end("fatal", message), FATAL_EXIT_GRACE_MS);
+        return;
       }
       default:
         for (const l of this.#listeners.get(msg.session) ?? []) this.#safely("event listener", () => l(msg));

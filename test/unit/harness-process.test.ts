@@ -143,6 +143,26 @@ describe("HarnessProcess", () => {
     expect(logs.find((l) => l.msg === "harness exited")).toMatchObject({ message: "I give up ([redacted])" });
   });
 
+  it("ends a process that writes fatal and stays: signalled after 1 s, its fatal message kept as the reason", async () => {
+    const { hp } = await startFake(fake(`process.stdout.write(JSON.stringify({type:"fatal",message:"I give up"})+"\\n");`, `process.on("SIGTERM",()=>{});process.stdin.on("end",()=>{});setInterval(()=>{},1000);`), { killGraceMs: 500 });
+    let ending = false;
+    hp.onEnding(() => (ending = true));
+    await expect(hp.request({ op: "ping" })).rejects.toMatchObject({ code: "exited", message: "harness fatal: I give up" });
+    expect(ending).toBe(true);
+    await expect(hp.request({ op: "ping" })).rejects.toMatchObject({ code: "not_running" });
+    // It ignores SIGTERM: only the SIGKILL after the grace ends it.
+    expect(await hp.exited).toMatchObject({ reason: "fatal", message: "I give up", signal: "SIGKILL" });
+  });
+
+  it("kills a process at once when asked after its fatal, without waiting for the fatal grace", async () => {
+    const { hp } = await startFake(fake(`process.stdout.write(JSON.stringify({type:"fatal",message:"stuck"})+"\\n");`, `setInterval(()=>{},1000);`));
+    await expect(hp.request({ op: "ping" })).rejects.toMatchObject({ code: "exited" });
+    const t0 = performance.now();
+    const exit = await hp.kill();
+    expect(exit).toMatchObject({ reason: "fatal", message: "stuck", signal: "SIGTERM" });
+    expect(performance.now() - t0).toBeLessThan(900);
+  });
+
   it("ends a process that closes its stdout and keeps running (it can no longer answer or end a turn)", async () => {
     const { hp, logs } = await startFake(fake("", `setTimeout(()=>process.stdout.end(),50);setInterval(()=>{},1000);`));
     const exit = await hp.exited;

@@ -293,6 +293,31 @@ describe("runner-host turns", () => {
     expect((await turnEnd(next, after)).status).toBe("completed");
   }, 30_000);
 
+  it("a harness that writes fatal mid-turn and stays is ended: the turn fails with its message, the next session opens in a new process", async () => {
+    // Says it is about to exit, then ignores SIGTERM and EOF alike: only the runner-host can end it.
+    const stuck = inlineHarness(
+      "stuck",
+      `if (cmd.text === "die") out({ type: "fatal", message: "cannot go on" });
+       else out({ type: "turn.end", session: cmd.session, turn: cmd.turn, status: "completed" });`,
+    );
+    rig = await Rig.start({ harness: { command: [...stuck.slice(0, 2), `process.on("SIGTERM",()=>{});setInterval(()=>{},1000);${stuck[2]}`] } });
+    const fake = await rig.open("sess-fatal");
+    await opened(fake);
+    const pid = rig.host.pool.processes("ref")[0]!.pid;
+    const turn = rig.run(fake, "die");
+    await rig.logs.find((l) => l.msg === "harness fatal", 5_000);
+    // Opened while the stuck process is still there: not into it.
+    const other = await rig.open("sess-after-fatal");
+    await opened(other);
+    const end = await turnEnd(fake, turn);
+    expect(end).toMatchObject({ status: "failed", error: { code: "service_error", message: "the harness process failed: cannot go on" } });
+    expect(rig.host.pool.processes("ref").map((p) => p.pid)).not.toContain(pid);
+    expect((await turnEnd(other, rig.run(other, "fine"))).status).toBe("completed");
+    await rig.stop();
+    rig = undefined;
+    expect(alive(pid)).toBe(false);
+  }, 20_000);
+
   it("fails the running turn with service_error when the harness process is killed, and detaches the session", async () => {
     rig = await Rig.start();
     const fake = await rig.open("sess-kill");
