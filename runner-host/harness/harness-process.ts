@@ -65,6 +65,9 @@ const STDOUT_EOF_GRACE_MS = 1_000;
  */
 const FATAL_EXIT_GRACE_MS = 1_000;
 
+/** A framing violation as requests see it; the violation itself is logged. */
+const FRAMING_BROKEN = "the harness broke stdio framing (the runner-host's log names how)";
+
 export type HarnessLogger = (record: Record<string, unknown>) => void;
 
 export interface HarnessProcessOptions {
@@ -361,7 +364,7 @@ export class HarnessProcess {
   /** The first reason wins; a later kill (after `fatal`) still signals the process. */
   #end(reason: ExitReason, message: string): Promise<HarnessExit> {
     if (this.#exitInfo) return this.exited;
-    this.#beginEnd(reason, message, new HarnessError(reason === "framing_violation" ? "framing_violation" : "exited", message));
+    this.#beginEnd(reason, message, this.#endError(reason, message));
     if (this.#signalled) return this.exited;
     this.#signalled = true;
     clearTimeout(this.#fatalTimer);
@@ -523,11 +526,21 @@ export class HarnessProcess {
     this.#pending.clear();
   }
 
+  /**
+   * What requests in flight fail with as the process ends. A violation's detail quotes the offending
+   * output, which may be another session's (the process is shared): it goes to the log only.
+   */
+  #endError(reason: ExitReason, message: string): HarnessError {
+    if (reason === "framing_violation") return new HarnessError("framing_violation", FRAMING_BROKEN);
+    return new HarnessError("exited", message);
+  }
+
   /** The error requests fail with. No stderr: that is shared with other sessions and goes to logs only. */
   #exitError(exit: HarnessExit, what: string): HarnessError {
     const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.code}`;
     const code = exit.reason === "framing_violation" ? "framing_violation" : "exited";
-    return new HarnessError(code, `${what} (${exit.reason}, ${how}): ${exit.message}`);
+    const message = exit.reason === "framing_violation" ? FRAMING_BROKEN : exit.message;
+    return new HarnessError(code, `${what} (${exit.reason}, ${how}): ${message}`);
   }
 
   #log(level: string, msg: string, fields: Record<string, unknown>): void {

@@ -24,11 +24,13 @@ async function startFake(command: string[], extra: { killGraceMs?: number; ready
 }
 
 describe("HarnessProcess", () => {
-  it("treats a garbage stdout line as a framing violation: kills the child, rejects the caller", async () => {
+  it("treats a garbage stdout line as a framing violation: kills the child, rejects the caller without quoting the line", async () => {
     const { hp } = await startFake(fake(`process.stdout.write("this is not json\\n");`));
     const err = await hp.request({ op: "ping" }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(HarnessError);
     expect((err as HarnessError).code).toBe("framing_violation");
+    // The line may be another session's output (the process is shared): only the log quotes it.
+    expect((err as Error).message).toBe("the harness broke stdio framing (the runner-host's log names how)");
     const exit = await hp.exited;
     expect(exit).toMatchObject({ reason: "framing_violation", code: null, signal: "SIGTERM" });
     expect(exit.message).toMatch(/unparsable line/);
