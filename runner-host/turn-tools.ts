@@ -19,6 +19,8 @@ import type { ToolResult } from "./harness/protocol.ts";
 import { telemetry, traceparentOf, type TraceContext, type ToolSpan } from "./telemetry.ts";
 import { executeHostTool } from "./tools/dispatch.ts";
 import { validateInput } from "../src/shared/json-schema.ts";
+import { MAX_JSON_DEPTH } from "../src/shared/json-text.ts";
+import { nestsDeeper } from "../src/shared/json-values.ts";
 import { errorResult } from "./tools/outcome.ts";
 import { redactValues } from "./error-text.ts";
 import type { HostTool } from "../src/shared/config-schema.ts";
@@ -112,7 +114,8 @@ export class TurnTools {
     // A binding's parameters join the model's arguments; the tool validates the whole.
     const args = route.kind === "host" && route.parameters ? { ...call.arguments, ...route.parameters } : call.arguments;
     const schema = route.kind === "host" ? route.tool.input_schema : route.descriptor.input_schema;
-    const problem = validateInput(schema, args);
+    // The bound a request body and a tool's answer have: what a tool or executor gets never nests deeper.
+    const problem = nestsDeeper(args, MAX_JSON_DEPTH) ? `the arguments nest deeper than ${MAX_JSON_DEPTH} levels` : validateInput(schema, args);
     if (problem !== null) {
       this.#announce(c, call.arguments, false);
       return this.#answer(c, errorResult(`invalid arguments for tool "${call.name}": ${problem}`, false), true);

@@ -11,6 +11,8 @@
 import type { TurnEndEvent, SessionEvent } from "./harness/protocol.ts";
 import type { TurnSlot } from "./harness-pool.ts";
 import { recordLineBytes } from "./harness/state-parts.ts";
+import { MAX_LINE_DEPTH } from "./harness/jsonl.ts";
+import { nestsDeeper } from "../src/shared/json-values.ts";
 import { DeltaBuffer } from "./delta-buffer.ts";
 import { foreign, redactValues, tenantMessage } from "./error-text.ts";
 import type { SessionLink } from "./link.ts";
@@ -24,6 +26,8 @@ import type { ToolEnv, ToolScope } from "./tools/types.ts";
  * `DOMException` (and its stack) every time, ~3% of the runner-host's CPU under load when every
  * turn's end did. Both are `AbortError`s, as a reasonless abort's would be.
  */
+/** Deepest native record the runner-host keeps, levels: it must fit an `open` line's nesting bound. */
+const MAX_RECORD_DEPTH = MAX_LINE_DEPTH - 3;
 const TURN_ENDED = new DOMException("the turn ended", "AbortError");
 const TURN_INTERRUPTED = new DOMException("the turn was interrupted", "AbortError");
 
@@ -220,6 +224,11 @@ export class Turn {
         // A record the harness could not be sent back in one line would leave a session that can
         // never be opened again: refused here, it fails this turn only (a resume goes back to
         // the last checkpoint, without it).
+        // Inside an `open` a record sits at level 4 of the line (`{state:{records:[…]}}`).
+        if (records.some((r) => nestsDeeper(r, MAX_RECORD_DEPTH))) {
+          const message = `the harness wrote a native state record nesting deeper than ${MAX_RECORD_DEPTH} levels, which no line can send back (${MAX_LINE_DEPTH} levels)`;
+          return this.interrupt({ status: "failed", error: { code: "service_error", message } });
+        }
         const sizes = records.map((r) => Buffer.byteLength(JSON.stringify(r)));
         const max = this.#slot!.hp.maxLineBytes;
         const over = sizes.map((n) => recordLineBytes(this.#o.key, n)).find((n) => n > max);

@@ -4,13 +4,15 @@
  * - Lines end at `\n` only. `readline` is not used: it also splits on U+2028/U+2029, which are
  *   legal inside JSON strings. One trailing `\r` is stripped.
  * - Bytes are decoded with a StringDecoder, so a UTF-8 sequence split across chunks survives.
- * - An unparsable line, a line that is not a JSON object, a line longer than the maximum, and
- *   bytes left without a final `\n` at end of stream are framing errors. Nothing is skipped:
+ * - An unparsable line, a line that is not a JSON object, a line longer than the maximum or nesting
+ *   deeper than MAX_LINE_DEPTH, and bytes left without a final `\n` at end of stream are framing
+ *   errors. Nothing is skipped:
  *   after the first error the decoder is poisoned and yields nothing more, because the caller
  *   ends the peer on a framing violation anyway.
  */
 import { StringDecoder } from "node:string_decoder";
 import type { Readable } from "node:stream";
+import { nestingExceeds } from "../../src/shared/json-text.ts";
 import { wellFormed } from "../../src/shared/json-values.ts";
 
 /** A JSON escape of a UTF-16 surrogate (`\ud800`–`\udfff`), the only way a line can carry a lone one. */
@@ -21,6 +23,14 @@ const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F][0-9a-fA-F]{2}/;
  * output plus envelope overhead (docs/harness-protocol.md).
  */
 export const DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Deepest nesting of arrays and objects a line may have, levels (the line's object is level 1).
+ * Whatever reads or writes a line again (schema checks, redaction, JSON.stringify) recurses, and a
+ * value nested thousands deep overflows the stack: a model's tool arguments, a harness's native
+ * record. 128 holds a native record of 125 levels inside an `open` (docs/harness-protocol.md).
+ */
+export const MAX_LINE_DEPTH = 128;
 
 export type JsonObject = Record<string, unknown>;
 
@@ -98,6 +108,10 @@ export class JsonlDecoder {
     // A UTF-16 unit is at most 3 UTF-8 bytes: short lines (nearly all) skip the byte count.
     if (line.length * 3 > this.maxLineBytes && Buffer.byteLength(line, "utf8") > this.maxLineBytes) {
       return this.#error(`line exceeds ${this.maxLineBytes} bytes`);
+    }
+    // Only a line longer than the bound can pass it (each level opens with a bracket).
+    if (line.length > MAX_LINE_DEPTH && nestingExceeds(line, MAX_LINE_DEPTH)) {
+      return this.#error(`line nests deeper than ${MAX_LINE_DEPTH} levels`);
     }
     let value: unknown;
     try {

@@ -14,6 +14,8 @@ import { Agent, type AgentEvent, type AgentMessage } from "@mariozechner/pi-agen
 import { parseJsonWithRepair, streamSimple, type Api, type AssistantMessage, type Model } from "@mariozechner/pi-ai";
 import { STATE_FORMAT, type CommandOf, type NativeState, type SessionEvent, type ToolResult } from "../harness/protocol.ts";
 import { DEFAULT_MAX_LINE_BYTES } from "../harness/jsonl.ts";
+import { MAX_JSON_DEPTH } from "../../src/shared/json-text.ts";
+import { nestsDeeper } from "../../src/shared/json-values.ts";
 import { effortReachesWire } from "./effort-wire.ts";
 import { deltaPieces, fitCallIds, MAX_DELTA_CHARS, oversizeLine } from "./line-limits.ts";
 import { CommandError, effortUnsupported, resolveEffort, resolveModel, splitModelRef, supportedEfforts } from "./model.ts";
@@ -229,6 +231,7 @@ export class Session {
         if (event.message.role === "assistant") {
           // Before pi runs the calls (it reads them from this very message after this event).
           fitCallIds(event.message);
+          this.#dropDeepArguments(event.message);
           this.#badArgs = new Map(
             event.message.content.flatMap((c, i) => (c.type === "toolCall" && this.#badArgsAt.has(i) ? [[c.id, this.#badArgsAt.get(i)!] as const] : [])),
           );
@@ -256,6 +259,19 @@ export class Session {
       default:
         return;
     }
+  }
+
+  /**
+   * Arguments nested deeper than a request body may be (the model's, whatever it streamed) are
+   * refused, and replaced by `{}` in the message: kept, they would be in the native record and the
+   * `tool.call`, lines past the protocol's nesting bound that would end the process.
+   */
+  #dropDeepArguments(message: AssistantMessage): void {
+    message.content.forEach((c, i) => {
+      if (c.type !== "toolCall" || !nestsDeeper(c.arguments, MAX_JSON_DEPTH)) return;
+      c.arguments = {};
+      this.#badArgsAt.set(i, `the arguments of this call to "${c.name}" nest deeper than ${MAX_JSON_DEPTH} levels; it was not run`);
+    });
   }
 
   /** state.append for every message not yet sent, one record per message. */

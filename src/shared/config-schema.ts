@@ -17,6 +17,7 @@ import {
 import { PersistenceSchema } from "./config-persistence.ts";
 import { ToolsSchema } from "./config-tools.ts";
 import { ID_ANY_CASE_PATTERN } from "./ids.ts";
+import { MAX_JSON_DEPTH, nestingExceeds } from "./json-text.ts";
 import { unkeptValues } from "./json-values.ts";
 import { issueLines } from "./zod-issues.ts";
 
@@ -27,6 +28,12 @@ export type { HostTool, JsonObject } from "./config-tools.ts";
 
 /** The host configuration file is at most 4 MiB. */
 export const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
+/**
+ * Deepest nesting a configuration file may have, levels. Its own fields nest a few levels and a tool
+ * schema at most MAX_JSON_DEPTH more; what reads the value after JSON.parse (the schema check,
+ * structured clone) recurses, and a file nested thousands deep overflowed the stack.
+ */
+export const MAX_CONFIG_DEPTH = 2 * MAX_JSON_DEPTH;
 
 /** A harness name is 1 to 64 characters (Unicode code points). */
 export const HARNESS_NAME_MAX_CHARS = 64;
@@ -232,6 +239,7 @@ export function parseConfigText<R>(text: string, parse: (value: unknown) => R | 
   } catch (e) {
     return { ok: false, problems: [jsonProblem(body, e)] };
   }
+  if (nestingExceeds(body, MAX_CONFIG_DEPTH)) return { ok: false, problems: [`the configuration nests deeper than ${MAX_CONFIG_DEPTH} levels`] };
   return parse(value);
 }
 

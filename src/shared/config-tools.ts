@@ -6,6 +6,8 @@
 import * as z from "zod";
 import { httpUrl, int, optionalEnvName, tenant } from "./config-fields.ts";
 import { schemaProblems } from "./json-schema-check.ts";
+import { MAX_JSON_DEPTH } from "./json-text.ts";
+import { nestsDeeper } from "./json-values.ts";
 import { formatPath } from "./zod-issues.ts";
 
 export const TOOL_NAME_PATTERN = /^[a-zA-Z][a-zA-Z0-9_]{0,63}$/;
@@ -49,6 +51,11 @@ export function externalRefs(schema: unknown): { path: PropertyKey[]; ref: unkno
  */
 export function jsonSchema(requireObjectType: boolean) {
   return z.record(z.string(), z.unknown()).superRefine((schema, ctx) => {
+    // The bound of a request body: a schema deeper than any body could be is no tool's.
+    if (nestsDeeper(schema, MAX_JSON_DEPTH)) {
+      ctx.addIssue({ code: "custom", message: `nests deeper than ${MAX_JSON_DEPTH} levels` });
+      return;
+    }
     if (requireObjectType && schema.type !== "object") {
       ctx.addIssue({ code: "custom", message: 'must be a JSON Schema with "type": "object" (tool arguments are an object)' });
     }

@@ -65,3 +65,19 @@ export function wellFormed<T>(value: T): T {
   }
   return value;
 }
+
+/**
+ * Whether a value nests arrays and objects more than `limit` levels deep (the value itself, if an
+ * object or array, is level 1), for values that did not come through a text check (a harness's
+ * tool arguments, its native records). Iterative, like the above.
+ */
+export function nestsDeeper(value: unknown, limit: number): boolean {
+  const stack: { v: unknown; depth: number }[] = [{ v: value, depth: 1 }];
+  while (stack.length > 0) {
+    const { v, depth } = stack.pop()!;
+    if (typeof v !== "object" || v === null) continue;
+    if (depth > limit) return true;
+    for (const child of Object.values(v)) if (typeof child === "object" && child !== null) stack.push({ v: child, depth: depth + 1 });
+  }
+  return false;
+}

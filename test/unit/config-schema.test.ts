@@ -281,6 +281,17 @@ describe("host configuration file: tool bindings", () => {
     expect(ok(withTool({ output_schema: null })).tools[0]!.output_schema).toBeNull();
     rejects(withTool({ output_schema: "object" }), "tools[0].output_schema: must be an object, not a string");
   });
+  it("accepts tool schemas nesting 64 levels and rejects 65 (the bound of a request body)", () => {
+    const schema = (levels: number) => {
+      let s: Record<string, unknown> = { type: "object" };
+      for (let i = 1; i < levels; i++) s = { type: "object", properties: { a: s } };
+      return s;
+    };
+    // Each wrapper adds two levels (the schema and its `properties`): 63 levels, then 65.
+    ok(withTool({ input_schema: schema(32), output_schema: schema(32) }));
+    rejects(withTool({ input_schema: schema(33) }), "tools[0].input_schema: nests deeper than 64 levels");
+    rejects(withTool({ output_schema: schema(33) }), "tools[0].output_schema: nests deeper than 64 levels");
+  });
   it("accepts local $ref pointers", () => {
     const input_schema = { type: "object", properties: { a: { $ref: "#/$defs/a" } }, $defs: { a: { type: "string" } } };
     ok(withTool({ input_schema }));
@@ -515,6 +526,13 @@ describe("host configuration file: unknown fields and file text", () => {
       ok: false,
       problems: ["the configuration is larger than 4194304 bytes (4 MiB)"],
     });
+  });
+  it("rejects a file nesting deeper than 128 levels, thousands included, with that problem alone", () => {
+    // Wherever it nests (here an unknown field): nothing recursive may meet it, the schema check included.
+    const nested = (levels: number) => JSON.stringify(base()).replace(/}$/, `,"deep":${"[".repeat(levels - 1)}${"]".repeat(levels - 1)}}`);
+    expect(parseHostConfigText(nested(128))).toMatchObject({ ok: false, problems: ["deep: unknown field"] });
+    expect(parseHostConfigText(nested(129))).toEqual({ ok: false, problems: ["the configuration nests deeper than 128 levels"] });
+    expect(parseHostConfigText(nested(10_000))).toEqual({ ok: false, problems: ["the configuration nests deeper than 128 levels"] });
   });
   it("counts the 4 MiB limit in UTF-8 bytes, not characters", () => {
     const text = padded(MAX_CONFIG_BYTES + 1, "é");

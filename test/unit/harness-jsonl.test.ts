@@ -4,6 +4,7 @@ import {
   attachJsonlReader,
   FramingError,
   JsonlDecoder,
+  MAX_LINE_DEPTH,
   serializeJsonLine,
   type JsonObject,
 } from "../../runner-host/harness/jsonl.ts";
@@ -21,6 +22,18 @@ describe("svc-harness/1 JSON-lines framing", () => {
     const d = new JsonlDecoder();
     const out = d.push('{"t":"a\\ud800b","args":{"q":["x\\udfff"],"k\\udc00":1},"pair":"\\ud83d\\ude00","slash":"\\\\ud800"}\n');
     expect(values(out)).toEqual([{ t: "a\ufffdb", args: { q: ["x\ufffd"], "k\ufffd": 1 }, pair: "😀", slash: "\\ud800" }]);
+  });
+
+  it("takes a line nesting exactly 128 levels (brackets inside strings not counted); one level more is a framing error", () => {
+    // `{"a":` repeated: the line's object is level 1.
+    const nested = (levels: number) => `${'{"a":'.repeat(levels - 1)}{"s":"[[[{{{"}${"}".repeat(levels - 1)}\n`;
+    expect(MAX_LINE_DEPTH).toBe(128);
+    const ok = new JsonlDecoder().push(nested(128));
+    expect(ok).toHaveLength(1);
+    expect(ok[0]!.ok).toBe(true);
+    expect(values(new JsonlDecoder().push(nested(129)))).toEqual(["line nests deeper than 128 levels"]);
+    // Thousands deep: refused before anything recursive meets it.
+    expect(values(new JsonlDecoder().push(nested(20_000)))).toEqual(["line nests deeper than 128 levels"]);
   });
 
   it("strips one trailing CR (CRLF input)", () => {

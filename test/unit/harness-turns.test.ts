@@ -179,6 +179,33 @@ describe("reference harness on the scripted provider", () => {
     expect(log.events.filter((e) => e.type === "assistant.message").at(-1)).toMatchObject({ text: "tool launch_rockets returned: Tool launch_rockets not found" });
   });
 
+  it("refuses, without dispatching, a call whose arguments nest deeper than 64 levels, recording them as {}; 64 levels are dispatched; 5,000 do not end the process", async () => {
+    // The arguments object is level 1: `{"city":"x","d":{"a":…}}`.
+    const args = (levels: number) => `{"city":"x","d":${'{"a":'.repeat(levels - 1)}1${"}".repeat(levels - 1)}}`;
+    const fits = await open();
+    await run(fits.session, "t1", `deep64 [[tool get_weather ${args(64)}]]`);
+    const dispatched = await fits.log.next("tool.call");
+    expect(dispatched.answered).toBeUndefined();
+    expect(JSON.stringify(dispatched.call.arguments)).toBe(args(64));
+    await ok(hp, { op: "tool_result", session: fits.session, call_id: dispatched.call.id, result: { content: [{ type: "text", text: "ok" }] } });
+    expect((await fits.log.next("turn.end")).status).toBe("completed");
+    for (const levels of [65, 5_000]) {
+      const { session, log } = await open();
+      await run(session, "t1", `deep${levels} [[tool get_weather ${args(levels)}]]`);
+      const call = await log.next("tool.call");
+      expect(call).toMatchObject({ answered: true, call: { name: "get_weather", arguments: {} } });
+      expect(await log.next("tool.result")).toMatchObject({
+        call_id: call.call.id,
+        result: { is_error: true, content: [{ type: "text", text: 'the arguments of this call to "get_weather" nest deeper than 64 levels; it was not run' }] },
+      });
+      expect((await log.next("turn.end")).status).toBe("completed");
+      // The native record of the reply holds the call with `{}`, not the model's arguments.
+      const records = log.turn("t1").flatMap((e) => (e.type === "state.append" ? e.records : []));
+      expect(JSON.stringify(records)).not.toContain('{"a":{"a":');
+    }
+    expect(hp.exitInfo).toBeUndefined();
+  });
+
   it("refuses, without dispatching, a call whose arguments are no whole JSON object: cut off, no JSON, not an object", async () => {
     for (const args of ['{"city":"Pa', "{bad json}", "5", '"Paris"', "[1,2]", "null"]) {
       const { session, log } = await open();

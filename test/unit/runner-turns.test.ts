@@ -460,6 +460,55 @@ describe("runner-host turns with a harness of another author", () => {
     expect(turnWindow(fake, over).filter((m) => m.t === "native")).toEqual([]);
   });
 
+  it("tool arguments nesting exactly 64 levels reach the tool; one level more gets an error result, the tool sees nothing, the turn goes on", async () => {
+    rig = await Rig.start({ harness: { command: DEEP_ASKING_HARNESS } });
+    const fake = await rig.open("sess-deep-args");
+    await opened(fake);
+    const fits = rig.run(fake, "64");
+    expect(await turnEnd(fake, fits)).toMatchObject({ status: "completed" });
+    expect(fake.turn(fits).find((m) => m.t === "tool_call")).toMatchObject({ dispatched: true });
+    expect(rig.tools.calls.items).toHaveLength(1);
+    const deep = rig.run(fake, "65");
+    expect(await turnEnd(fake, deep)).toMatchObject({ status: "completed" });
+    expect(fake.turn(deep).find((m) => m.t === "tool_call")).toMatchObject({ call: { name: "get_weather" }, dispatched: false });
+    const text = 'invalid arguments for tool "get_weather": the arguments nest deeper than 64 levels';
+    expect(fake.turn(deep).find((m) => m.t === "tool_result")).toMatchObject({ result: { is_error: true, content: [{ type: "text", text }] } });
+    expect(fake.turn(deep).find((m) => m.t === "assistant")).toMatchObject({ text: `got: ${text}` });
+    expect(rig.tools.calls.items).toHaveLength(1);
+  });
+
+  it("a native record nesting 126 levels fails its turn and is not kept (no open line could carry it back); one of 125 is kept and opens in the reference harness", async () => {
+    // The record's own object is level 1; `{"role":"user","d":{"a":…}}`.
+    const record = (levels: number) => {
+      let d: unknown = 1;
+      for (let i = 0; i < levels - 1; i++) d = { a: d };
+      return { role: "user", content: "deep", timestamp: 1, d };
+    };
+    const [node, e, script] = inlineHarness(
+      "deep-records",
+      `let d = 1; for (let i = 0; i < Number(cmd.text) - 1; i++) d = { a: d };
+       out({ type: "state.append", session: cmd.session, turn: cmd.turn, records: [{ role: "user", content: "deep", timestamp: 1, d }] });
+       out({ type: "turn.end", session: cmd.session, turn: cmd.turn, status: "completed" });`,
+    );
+    rig = await Rig.start({ harness: { command: [node!, e!, script!] } });
+    const fake = await rig.open("sess-deep-records");
+    await opened(fake);
+    const kept = rig.run(fake, "125");
+    expect(await turnEnd(fake, kept)).toMatchObject({ status: "completed" });
+    expect(turnWindow(fake, kept).filter((m) => m.t === "native")).toMatchObject([{ t: "native", records: [record(125)] }]);
+    const deep = rig.run(fake, "126");
+    expect(await turnEnd(fake, deep)).toMatchObject({
+      status: "failed",
+      error: { code: "service_error", message: "the harness wrote a native state record nesting deeper than 125 levels, which no line can send back (128 levels)" },
+    });
+    expect(turnWindow(fake, deep).filter((m) => m.t === "native")).toEqual([]);
+    await rig.stop();
+    // The kept record goes back inside an `open`, at that line's deepest level: the reference harness takes it.
+    rig = await Rig.start();
+    const reopened = await rig.open("sess-deep-records", {}, [record(125)]);
+    await opened(reopened);
+  });
+
   it("a command answered after its timeout leaves nothing running unread: a late open is detached, a late run interrupted", async () => {
     // Takes commands concurrently: it accepts an open with instructions "late", and every run, 300
     // ms late, and only then has the session open or the turn running; says on stderr what an
@@ -527,6 +576,16 @@ const ASKING_HARNESS = (() => {
   const [node, e, script] = inlineHarness("asker", `
     globalThis.turn = cmd;
     out({ type: "tool.call", session: cmd.session, turn: cmd.turn, call: { id: "c1", name: "no_such_tool", arguments: {} } });`);
+  const onResult = `if (cmd.op === "tool_result") { const t = globalThis.turn; out({ type: "response", id: cmd.id, ok: true, result: {} }); const cmd0 = cmd; { const cmd = t; ${MESSAGE('"got: " + cmd0.result.content[0].text')} out({ type: "turn.end", session: t.session, turn: t.turn, status: "completed" }); } }`;
+  return [node!, e!, script!.replace(`else if (cmd.op === "run")`, `else ${onResult} else if (cmd.op === "run")`)];
+})();
+
+/** Like the above, calling get_weather with arguments nesting as many levels as the run's text says. */
+const DEEP_ASKING_HARNESS = (() => {
+  const [node, e, script] = inlineHarness("deep-asker", `
+    globalThis.turn = cmd;
+    let d = 1; for (let i = 0; i < Number(cmd.text) - 1; i++) d = { a: d };
+    out({ type: "tool.call", session: cmd.session, turn: cmd.turn, call: { id: "c1", name: "get_weather", arguments: { city: "Paris", d } } });`);
   const onResult = `if (cmd.op === "tool_result") { const t = globalThis.turn; out({ type: "response", id: cmd.id, ok: true, result: {} }); const cmd0 = cmd; { const cmd = t; ${MESSAGE('"got: " + cmd0.result.content[0].text')} out({ type: "turn.end", session: t.session, turn: t.turn, status: "completed" }); } }`;
   return [node!, e!, script!.replace(`else if (cmd.op === "run")`, `else ${onResult} else if (cmd.op === "run")`)];
 })();
