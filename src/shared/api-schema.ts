@@ -86,7 +86,7 @@ export const EmptySchema = component("Empty", z.strictObject({}), "An empty obje
 
 export const RestoreSchema = component(
   "Restore",
-  z.strictObject({ checkpoint: z.string() }),
+  z.strictObject({ checkpoint: z.string().regex(ID_ANY_CASE_PATTERN, { error: "must be a 32-hex checkpoint id" }) }),
   "The checkpoint to restore: a checkpoint `id` (32 hex).",
 );
 

@@ -79,7 +79,7 @@ export const SessionStatusEventSchema = component(
 );
 export const SessionErrorEventSchema = component(
   "SessionErrorEvent",
-  z.strictObject({ ...retained, type: z.literal("session.error"), input_id: Hex32, data: z.strictObject({ code: z.string().min(1), message: z.string() }) }),
+  z.strictObject({ ...retained, type: z.literal("session.error"), input_id: Hex32, data: z.strictObject({ code: z.enum(["provider_error", "conflict", "service_error"]), message: z.string() }) }),
   `A turn failed or a queued input was cancelled; a \`session.status\` follows. Codes: ${SESSION_ERROR_CODES.join(", ")}.`,
 );
 

@@ -110,7 +110,9 @@ describe("persistence (filesystem)", () => {
     expect(lost.length).toBeGreaterThan(0);
 
     expectApiError(await post(`/sessions/${s.id}/restore`, {}), 400, "invalid_request");
-    expectApiError(await post(`/sessions/${s.id}/restore`, { checkpoint: "nope" }), 400, "invalid_request");
+    const nope = await post(`/sessions/${s.id}/restore`, { checkpoint: "nope" });
+    expectApiError(nope, 400, "invalid_request");
+    expect(nope.body.error.message).toBe("checkpoint: must be a 32-hex checkpoint id");
     expectApiError(await post(`/sessions/${s.id}/restore`, { checkpoint: "0".repeat(32) }), 404, "not_found");
 
     const r = await post(`/sessions/${s.id}/restore`, { checkpoint: c1.id });
