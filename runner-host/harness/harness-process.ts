@@ -29,7 +29,8 @@ import { cannotRun, harnessIdentity, lookPath, wrappedCommand, type Identity } f
 import { spawner, type SpawnedChild } from "./spawner.ts";
 import { harnessUidRange, HarnessUsers, privateDirOf } from "./harness-users.ts";
 import { StderrRelay } from "./stderr-relay.ts";
-import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, serializeJsonLine } from "./jsonl.ts";
+import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, MAX_LINE_DEPTH, serializeJsonLine } from "./jsonl.ts";
+import { nestingExceeds } from "../../src/shared/json-text.ts";
 import {
   HarnessOutputSchema,
   MAX_ID_CHARS,
@@ -295,6 +296,10 @@ export class HarnessProcess {
     const size = Buffer.byteLength(line, "utf8") - 1;
     if (size > this.maxLineBytes) {
       return Promise.reject(new HarnessError("too_large", `${command.op} is ${size} bytes, over the harness's line limit (${this.maxLineBytes} bytes)`));
+    }
+    // Likewise a line past the nesting bound (a record stored before the bound held).
+    if (line.length > MAX_LINE_DEPTH && nestingExceeds(line, MAX_LINE_DEPTH)) {
+      return Promise.reject(new HarnessError("too_large", `${command.op} nests deeper than ${MAX_LINE_DEPTH} levels, the protocol's bound`));
     }
     return new Promise((resolveReq, rejectReq) => {
       const timeoutMs = opts.timeoutMs ?? this.#opts.requestTimeoutMs;

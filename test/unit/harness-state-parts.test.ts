@@ -69,6 +69,24 @@ describe("the reference harness re-opens native state larger than one line", () 
     }
   });
 
+  it("an open nesting past the protocol's 128 levels (a record stored before the bound) is refused before it reaches the harness", async () => {
+    const { hp } = await startHarness();
+    try {
+      await ok(hp, initCommand("http://127.0.0.1:9/v1"));
+      // The record sits at the open line's level 4: 125 levels fit, 126 do not.
+      const deep = (levels: number): NativeRecord => {
+        let d: unknown = 1;
+        for (let i = 0; i < levels - 1; i++) d = { a: d };
+        return { role: "user", content: "deep", timestamp: 1, d };
+      };
+      await expect(hp.request(open("deep", [deep(126)]))).rejects.toMatchObject({ code: "too_large", message: "open nests deeper than 128 levels, the protocol's bound" });
+      expect(await ok(hp, open("fits", [deep(125)]))).toMatchObject({ records: 1 });
+      expect(hp.exitInfo).toBeUndefined();
+    } finally {
+      await hp.kill();
+    }
+  });
+
   it("state parts are consumed by the next open, and dropped by a detach before it", async () => {
     const { hp } = await startHarness();
     try {
