@@ -72,10 +72,8 @@ export const ToolScopeSchema = component(
     tenant_id: z.string(),
     session_id: Hex32,
     call_id: Hex32,
-    service_url: z.string().optional(),
-    inspection_token: z.string().optional(),
   }),
-  "Who a tool call is for. `service_url` and `inspection_token` only for tools that inspect the session.",
+  "Who a tool call is for.",
 );
 export type ToolScope = z.output<typeof ToolScopeSchema>;
 
