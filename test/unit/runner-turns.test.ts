@@ -572,23 +572,24 @@ const ECHOING_HARNESS = (() => {
 })();
 
 /** A harness that hands over a call of a tool the session lacks and ends the turn with the result it gets. */
-const ASKING_HARNESS = (() => {
-  const [node, e, script] = inlineHarness("asker", `
-    globalThis.turn = cmd;
-    out({ type: "tool.call", session: cmd.session, turn: cmd.turn, call: { id: "c1", name: "no_such_tool", arguments: {} } });`);
-  const onResult = `if (cmd.op === "tool_result") { const t = globalThis.turn; out({ type: "response", id: cmd.id, ok: true, result: {} }); const cmd0 = cmd; { const cmd = t; ${MESSAGE('"got: " + cmd0.result.content[0].text')} out({ type: "turn.end", session: t.session, turn: t.turn, status: "completed" }); } }`;
-  return [node!, e!, script!.replace(`else if (cmd.op === "run")`, `else ${onResult} else if (cmd.op === "run")`)];
-})();
+const ASKING_HARNESS = askingHarness("asker", `{ id: "c1", name: "no_such_tool", arguments: {} }`);
 
 /** Like the above, calling get_weather with arguments nesting as many levels as the run's text says. */
-const DEEP_ASKING_HARNESS = (() => {
-  const [node, e, script] = inlineHarness("deep-asker", `
+const DEEP_ASKING_HARNESS = askingHarness(
+  "deep-asker",
+  `{ id: "c1", name: "get_weather", arguments: { city: "Paris", d } }`,
+  `let d = 1; for (let i = 0; i < Number(cmd.text) - 1; i++) d = { a: d };`,
+);
+
+/** Makes one tool call (`call`, after `prelude`) per run, and ends the turn saying what the result read. */
+function askingHarness(engine: string, call: string, prelude = ""): string[] {
+  const [node, e, script] = inlineHarness(engine, `
     globalThis.turn = cmd;
-    let d = 1; for (let i = 0; i < Number(cmd.text) - 1; i++) d = { a: d };
-    out({ type: "tool.call", session: cmd.session, turn: cmd.turn, call: { id: "c1", name: "get_weather", arguments: { city: "Paris", d } } });`);
+    ${prelude}
+    out({ type: "tool.call", session: cmd.session, turn: cmd.turn, call: ${call} });`);
   const onResult = `if (cmd.op === "tool_result") { const t = globalThis.turn; out({ type: "response", id: cmd.id, ok: true, result: {} }); const cmd0 = cmd; { const cmd = t; ${MESSAGE('"got: " + cmd0.result.content[0].text')} out({ type: "turn.end", session: t.session, turn: t.turn, status: "completed" }); } }`;
   return [node!, e!, script!.replace(`else if (cmd.op === "run")`, `else ${onResult} else if (cmd.op === "run")`)];
-})();
+}
 
 /** Everything the object got for one turn, `native` (which names no turn) included. */
 function turnWindow(fake: import("./runner-fake-service.ts").FakeSession, turn: string): LinkUp[] {
