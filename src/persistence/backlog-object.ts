@@ -17,13 +17,14 @@
  * It records `svc.sync.pending` (the gauge of sessions waiting) whenever the count changes and on
  * each readiness probe, and exports it like every object does (src/metrics).
  *
- * Storage layout: `queued(name, since)` (migrations/sync_backlog).
+ * Storage layout: `queued(name, since, tenant)` (migrations/sync_backlog).
  */
 import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
 import { log } from "../log.ts";
 import { migrate } from "../storage/migrate.ts";
 import m0001 from "../../migrations/sync_backlog/0001_init.sql";
+import m0002 from "../../migrations/sync_backlog/0002_tenant.sql";
 import { scheduleExport } from "../metrics/exporter.ts";
 import { metrics } from "../metrics/registry.ts";
 
@@ -47,7 +48,7 @@ export class SyncBacklog extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    migrate(ctx.storage, [m0001]);
+    migrate(ctx.storage, [m0001, m0002]);
   }
 
   #count(): number {
@@ -62,14 +63,19 @@ export class SyncBacklog extends DurableObject<Env> {
     return n;
   }
 
-  /** Joins the queue; false (and nothing recorded) when `limit` sessions already wait and not `force`. */
-  enter(name: string, limit: number, force: boolean): boolean {
+  /**
+   * Joins the queue. Unless `force`, nothing is recorded when `limit` sessions already wait
+   * (`queue_full`) or `share` of the tenant's (`share_full`): one tenant cannot fill the queue,
+   * which would refuse every tenant's writes and take readiness down.
+   */
+  enter(name: string, tenant: string, limit: number, share: number, force: boolean): "entered" | "queue_full" | "share_full" {
     const sql = this.ctx.storage.sql;
-    if (sql.exec("SELECT 1 FROM queued WHERE name = ?", name).toArray().length > 0) return true;
-    if (!force && this.#count() >= limit) return false;
-    sql.exec("INSERT INTO queued (name, since) VALUES (?, ?)", name, Date.now());
+    if (sql.exec("SELECT 1 FROM queued WHERE name = ?", name).toArray().length > 0) return "entered";
+    if (!force && this.#count() >= limit) return "queue_full";
+    if (!force && sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queued WHERE tenant = ?", tenant).one().n >= share) return "share_full";
+    sql.exec("INSERT INTO queued (name, since, tenant) VALUES (?, ?, ?)", name, Date.now(), tenant);
     this.#recordPending();
-    return true;
+    return "entered";
   }
 
   leave(name: string): void {

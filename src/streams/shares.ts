@@ -1,17 +1,8 @@
 /**
- * The arithmetic of `limits.subscribers` (concurrent SSE streams across the deployment): how much
- * of the cap one tenant may hold, how many slots a holder may get, and how much idle headroom an
- * isolate may keep. Pure, so it is tested in Node.
+ * The arithmetic of `limits.subscribers` (concurrent SSE streams across the deployment): how many
+ * slots a holder may get, and how much idle headroom an isolate may keep (a tenant's share of the
+ * cap: ../tenant/share.ts). Pure, so it is tested in Node.
  */
-
-/**
- * Part of the cap one tenant may hold when several tenants are configured: three quarters, so one
- * tenant can never take every stream from the others — from a cap of 4 on (rounded up, 3/4 of a
- * smaller cap is all of it). With one tenant it may hold the whole cap.
- */
-export function tenantShare(cap: number, tenants: number): number {
-  return tenants <= 1 ? cap : Math.max(1, Math.ceil((cap * 3) / 4));
-}
 
 /** Idle headroom an isolate may keep, at most this many slots per tenant: bounds a block. */
 export const MAX_KEEP = 16;

@@ -16,7 +16,8 @@ import { DurableObject } from "cloudflare:workers";
 import type { Env } from "../env.ts";
 import { getRuntime } from "../runtime.ts";
 import { migrate } from "../storage/migrate.ts";
-import { grant, keepHint, tenantShare } from "./shares.ts";
+import { grant, keepHint } from "./shares.ts";
+import { configuredTenants, tenantShare } from "../tenant/share.ts";
 import m0001 from "../../migrations/stream_gate/0001_init.sql";
 
 const MIGRATIONS = [m0001];
@@ -44,7 +45,7 @@ export class StreamGate extends DurableObject<Env> {
   async sync(holder: string, seq: number, wants: Wants): Promise<Granted> {
     const { config } = await getRuntime(this.env);
     const cap = config.limits.subscribers;
-    const share = tenantShare(cap, new Set(config.tokens.map((t) => t.tenant)).size);
+    const share = tenantShare(cap, configuredTenants(config));
     const sql = this.ctx.storage.sql;
     const now = Date.now();
     return this.ctx.storage.transactionSync(() => {

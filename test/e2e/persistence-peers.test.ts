@@ -16,7 +16,7 @@ import { allEvents, baseEnv, createSession, expectBlocks, ndjson, stackConfig, T
 import { S3_KEY, startS3, type S3Peer } from "../helpers/s3.ts";
 import { startProxy } from "../helpers/proxy.ts";
 import { openSse } from "../helpers/sse.ts";
-import { startStack } from "../helpers/stack.ts";
+import { secret, startStack } from "../helpers/stack.ts";
 
 let provider: ScriptedProvider;
 let s3: S3Peer;
@@ -224,6 +224,33 @@ describe("persistence queue", () => {
       expect((await call(stack.url, "POST", `/sessions/${c.body.id}/close`, { token: TOKEN, body: {} })).status).toBe(202);
       expect((await call(stack.url, "POST", `/sessions/${c.body.id}/flush`, { token: TOKEN })).body.pending).toBe(false);
       expect((await call(stack.url, "POST", `/sessions/${a.id}/resume`, { token: TOKEN, body: {} })).status).toBe(200);
+    } finally {
+      await stack.stop();
+    }
+  });
+});
+
+describe("persistence queue shared by tenants", () => {
+  it("one tenant holds at most three quarters of persistence.queue: past its share its new sessions get 429 while another tenant's are created, and readiness stays 200 until the queue itself is full", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "svc-queue-"));
+    const other = secret("persist-other");
+    const config = {
+      ...stackConfig(provider, { provider: "filesystem", directory: path.join(dir, "store"), queue: 4, interval_seconds: 3600 }),
+      tokens: [{ token_env: "MANAGE", tenant: "t", manage: true }, { token_env: "OTHER", tenant: "u", manage: true }],
+    };
+    const stack = await startStack({ config, env: { ...baseEnv, OTHER: other } });
+    try {
+      // The backlog's first status runs its startup scan, which starts queued sessions' uploads: done
+      // while nothing is queued.
+      expect((await call(stack.url, "GET", "/health/ready")).status).toBe(200);
+      const body = { harness: "pi", config: { model: "openai/gpt-4o-mini", tools: [] } };
+      for (let i = 0; i < 3; i++) expect((await call(stack.url, "POST", "/sessions", { token: TOKEN, body })).status).toBe(201);
+      const refused = await call(stack.url, "POST", "/sessions", { token: TOKEN, body });
+      expectApiError(refused, 429, "overloaded");
+      expect(refused.body.error.message).toBe("3 of this tenant's sessions are waiting to upload to storage (its share of the deployment's 4)");
+      expect((await call(stack.url, "GET", "/health/ready")).status).toBe(200);
+      expect((await call(stack.url, "POST", "/sessions", { token: other, body })).status).toBe(201);
+      expect((await call(stack.url, "GET", "/health/ready")).status).toBe(503);
     } finally {
       await stack.stop();
     }

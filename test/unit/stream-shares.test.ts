@@ -3,7 +3,8 @@
  * tenant's share of the cap, what a holder is granted, and the idle headroom an isolate may keep.
  */
 import { describe, expect, it } from "vitest";
-import { grant, keepHint, MAX_KEEP, tenantShare } from "../../src/streams/shares.ts";
+import { grant, keepHint, MAX_KEEP } from "../../src/streams/shares.ts";
+import { tenantShare } from "../../src/tenant/share.ts";
 
 describe("tenant share of limits.subscribers", () => {
   it("is the whole cap with one tenant, and three quarters (rounded up) with several", () => {
