@@ -24,11 +24,18 @@ const RULES: Record<PersistenceProvider, { required: Field[]; refused: Field[] }
   gcs: { required: ["bucket"], refused: ["directory", "region", "endpoint", "access_key_env", "secret_key_env"] },
 };
 
-/** Why an object-key prefix is unacceptable: it must stay inside the bucket or directory. */
+/**
+ * Why an object-key prefix is unacceptable: it must stay inside the bucket or directory, and be
+ * folder names every provider stores alike (a filesystem has no empty, `.` or control-character
+ * folder; `-check` took `x//y` and every upload then failed).
+ */
 export function prefixProblem(prefix: string): string | undefined {
   if (prefix.startsWith("/")) return "must be relative (no leading /)";
   if (prefix.includes("\\")) return "must not contain a backslash";
   if (prefix.includes("..")) return "must not contain ..";
+  if (/[\u0000-\u001f\u007f]/.test(prefix)) return "must not contain a control character";
+  const folders = prefix.endsWith("/") ? prefix.slice(0, -1).split("/") : prefix.split("/");
+  if (prefix !== "" && folders.some((f) => f === "" || f === ".")) return "must not have an empty or . folder (// or /./)";
   return undefined;
 }
 

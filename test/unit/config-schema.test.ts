@@ -419,6 +419,16 @@ describe("host configuration file: persistence settings", () => {
     rejects(withStore({ provider: "s3", bucket: "b", prefix: "svc\\prod" }), "persistence.prefix: must not contain a backslash");
     rejects(withStore({ provider: "s3", bucket: "b", prefix: "svc/../x" }), "persistence.prefix: must not contain ..");
   });
+  it("rejects a prefix with an empty or . folder or a control character, which no filesystem stores; a trailing / is one folder", () => {
+    expect(ok(withStore({ provider: "filesystem", directory: "d", prefix: "svc/prod/" })).persistence!.prefix).toBe("svc/prod/");
+    expect(ok(withStore({ provider: "filesystem", directory: "d", prefix: "svc.v2/.x" })).persistence!.prefix).toBe("svc.v2/.x");
+    for (const prefix of ["x//y", "./x", ".", "x/./y", "x/.", "/"]) {
+      expect(parseHostConfig(withStore({ provider: "filesystem", directory: "d", prefix })), prefix).toMatchObject({ ok: false });
+    }
+    rejects(withStore({ provider: "s3", bucket: "b", prefix: "x//y" }), "persistence.prefix: must not have an empty or . folder (// or /./)");
+    rejects(withStore({ provider: "filesystem", directory: "d", prefix: "x/\u0000" }), "persistence.prefix: must not contain a control character");
+    rejects(withStore({ provider: "filesystem", directory: "d", prefix: "x\ny" }), "persistence.prefix: must not contain a control character");
+  });
   it("accepts interval_seconds 1 and 3600 and rejects 0 and 3601", () => {
     const fs = { provider: "filesystem", directory: "d" };
     expect(ok(withStore({ ...fs, interval_seconds: 1 })).persistence!.interval_seconds).toBe(1);
