@@ -6,7 +6,7 @@
  *
  * Storage layout / lifecycle: `runner.lock` holds `{pid, host, boot}` as JSON, is created with
  * O_EXCL, its mtime refreshed every `REFRESH_MS` while held, and removed on a clean stop. A lock
- * left by a crash is taken over: on the same host when its pid is gone (or is this process's own
+ * left by a crash is taken over: on the same host when its pid is gone or a zombie (or is this process's own
  * pid: a restarted container reuses pids); on any host once its mtime is older than `STALE_MS`
  * (another host's replica on a shared volume, or a pid reused by an unrelated process).
  */
@@ -79,12 +79,19 @@ function isLive(h: LockHolder, file: string): boolean {
   }
 }
 
-/** Whether a process with this pid exists (signal 0 checks, sends nothing; EPERM: it exists, not ours). */
+/**
+ * Whether a process with this pid runs (signal 0 checks, sends nothing; EPERM: it exists, not
+ * ours). A zombie does not: a `svc` killed by a supervisor that has not reaped it yet is gone.
+ */
 export function pidExists(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
+    if ((e as NodeJS.ErrnoException).code !== "EPERM") return false;
+  }
+  try {
+    return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
+  } catch {
+    return true; // no /proc to ask: signal 0 said it exists
   }
 }

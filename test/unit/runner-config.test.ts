@@ -2,7 +2,9 @@
  * What `svc runner` reads (runner configuration or host configuration, only the runner's
  * variables checked, the region override) and its one-runner-host-per-data_dir lock.
  */
-import { mkdtempSync, utimesSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -99,6 +101,22 @@ describe("one svc process per data_dir", () => {
     expect(acquireDataDirLock(d).ok).toBe(true);
   });
 
+  it("a lock whose process was killed and is not reaped yet (a zombie) is taken over at once", async () => {
+    // `sleep 0` becomes a zombie: its parent, the exec'd `sleep 5`, never waits for it.
+    const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 5"], { stdio: ["ignore", "pipe", "ignore"] });
+    try {
+      const pid = Number((await once(parent.stdout!, "data"))[0].toString().trim());
+      await waitUntilZombie(pid);
+      const d = lockDir();
+      holder(d, { pid, host: hostname() });
+      const lock = acquireDataDirLock(d);
+      expect(lock.ok).toBe(true);
+      if (lock.ok) lock.release();
+    } finally {
+      parent.kill("SIGKILL");
+    }
+  });
+
   it("a lock whose pid lives but is no longer refreshed (the pid reused after a crash or a reboot) is taken over", () => {
     const d = lockDir();
     holder(d, { pid: process.ppid, host: hostname() }); // alive, and not the holder any more
@@ -118,3 +136,11 @@ describe("one svc process per data_dir", () => {
     expect(acquireDataDirLock(d).ok).toBe(true);
   });
 });
+
+/** Resolves once `pid` is a zombie (it exits at once; its state shows in /proc a moment later). */
+async function waitUntilZombie(pid: number): Promise<void> {
+  for (;;) {
+    if (/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, "utf8"))) return;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
