@@ -15,7 +15,9 @@
  * - Any framing violation (unparsable line, unknown type, unknown field, response to an id we
  *   never sent or already answered, a second `ready`, anything before `ready`) kills the process
  *   and is reported as `framing_violation` (docs/harness-protocol.md "Transport"). A response
- *   that comes after its request timed out is dropped.
+ *   that comes after its request timed out is dropped. The violation's detail goes to the log only.
+ * - A `fatal` ends the process's service at once (every command refused, `onEnding` told) and the
+ *   process itself FATAL_EXIT_GRACE_MS later if it has not exited by then.
  */
 import { existsSync } from "node:fs";
 import { chown, mkdir, mkdtemp, rm } from "node:fs/promises";
