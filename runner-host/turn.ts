@@ -12,7 +12,7 @@ import type { TurnEndEvent, SessionEvent } from "./harness/protocol.ts";
 import type { TurnSlot } from "./harness-pool.ts";
 import { recordLineBytes } from "./harness/state-parts.ts";
 import { MAX_LINE_DEPTH } from "./harness/jsonl.ts";
-import { nestsDeeper } from "../src/shared/json-values.ts";
+import { nestingExceeds } from "../src/shared/json-text.ts";
 import { DeltaBuffer } from "./delta-buffer.ts";
 import { foreign, redactValues, tenantMessage } from "./error-text.ts";
 import type { SessionLink } from "./link.ts";
@@ -224,12 +224,13 @@ export class Turn {
         // A record the harness could not be sent back in one line would leave a session that can
         // never be opened again: refused here, it fails this turn only (a resume goes back to
         // the last checkpoint, without it).
+        const texts = records.map((r) => JSON.stringify(r));
         // Inside an `open` a record sits at level 4 of the line (`{state:{records:[…]}}`).
-        if (records.some((r) => nestsDeeper(r, MAX_RECORD_DEPTH))) {
+        if (texts.some((t) => nestingExceeds(t, MAX_RECORD_DEPTH))) {
           const message = `the harness wrote a native state record nesting deeper than ${MAX_RECORD_DEPTH} levels, which no line can send back (${MAX_LINE_DEPTH} levels)`;
           return this.interrupt({ status: "failed", error: { code: "service_error", message } });
         }
-        const sizes = records.map((r) => Buffer.byteLength(JSON.stringify(r)));
+        const sizes = texts.map((t) => Buffer.byteLength(t));
         const max = this.#slot!.hp.maxLineBytes;
         const over = sizes.map((n) => recordLineBytes(this.#o.key, n)).find((n) => n > max);
         if (over !== undefined) {

@@ -14,6 +14,7 @@ import { readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:
 import { hostname } from "node:os";
 import path from "node:path";
 import { newId } from "../../src/shared/ids.ts";
+import { procState } from "../proc-state.ts";
 
 /** How often a held lock's mtime is refreshed, ms. */
 const REFRESH_MS = 5_000;
@@ -89,9 +90,5 @@ export function pidExists(pid: number): boolean {
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== "EPERM") return false;
   }
-  try {
-    return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
-  } catch {
-    return true; // no /proc to ask: signal 0 said it exists
-  }
+  return procState(pid) !== "Z"; // unreadable (no /proc): signal 0 said it exists
 }

@@ -31,8 +31,7 @@ import { cannotRun, harnessIdentity, lookPath, wrappedCommand, type Identity } f
 import { spawner, type SpawnedChild } from "./spawner.ts";
 import { harnessUidRange, HarnessUsers, privateDirOf } from "./harness-users.ts";
 import { StderrRelay } from "./stderr-relay.ts";
-import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, MAX_LINE_DEPTH, serializeJsonLine } from "./jsonl.ts";
-import { nestingExceeds } from "../../src/shared/json-text.ts";
+import { attachJsonlReader, DEFAULT_MAX_LINE_BYTES, lineTooDeep, MAX_LINE_DEPTH, serializeJsonLine } from "./jsonl.ts";
 import {
   HarnessOutputSchema,
   MAX_ID_CHARS,
@@ -173,8 +172,6 @@ export class HarnessProcess {
   #killTimer?: NodeJS.Timeout;
   #eofTimer?: NodeJS.Timeout;
   #fatalTimer?: NodeJS.Timeout;
-  /** SIGTERM sent (the end began); SIGKILL follows after the grace. */
-  #signalled = false;
   #endingListeners = new Set<() => void>();
   #violated = false;
   /** The user this process alone runs as (./harness-users.ts): released once the process is gone. */
@@ -300,7 +297,7 @@ export class HarnessProcess {
       return Promise.reject(new HarnessError("too_large", `${command.op} is ${size} bytes, over the harness's line limit (${this.maxLineBytes} bytes)`));
     }
     // Likewise a line past the nesting bound (a record stored before the bound held).
-    if (line.length > MAX_LINE_DEPTH && nestingExceeds(line, MAX_LINE_DEPTH)) {
+    if (lineTooDeep(line)) {
       return Promise.reject(new HarnessError("too_large", `${command.op} nests deeper than ${MAX_LINE_DEPTH} levels, the protocol's bound`));
     }
     return new Promise((resolveReq, rejectReq) => {
@@ -371,9 +368,8 @@ export class HarnessProcess {
   /** The first reason wins; a later kill (after `fatal`) still signals the process. */
   #end(reason: ExitReason, message: string): Promise<HarnessExit> {
     if (this.#exitInfo) return this.exited;
-    this.#beginEnd(reason, message, this.#endError(reason, message));
-    if (this.#signalled) return this.exited;
-    this.#signalled = true;
+    this.#beginEnd(reason, message, new HarnessError(errorCode(reason), requestMessage(reason, message)));
+    if (this.#killTimer) return this.exited; // SIGTERM already sent
     clearTimeout(this.#fatalTimer);
     this.#signalGroup("SIGTERM");
     this.#killTimer = setTimeout(() => {
@@ -501,7 +497,7 @@ export class HarnessProcess {
         const message = this.#redact(msg.message);
         this.#log("error", "harness fatal", { error: message });
         this.#beginEnd("fatal", message, new HarnessError("exited", `harness fatal: ${message}`));
-        if (!this.#signalled && !this.#fatalTimer) this.#fatalTimer = setTimeout(() => void this.#end("fatal", message), FATAL_EXIT_GRACE_MS);
+        this.#fatalTimer ??= setTimeout(() => void this.#end("fatal", message), FATAL_EXIT_GRACE_MS);
         return;
       }
       default:
@@ -533,21 +529,10 @@ export class HarnessProcess {
     this.#pending.clear();
   }
 
-  /**
-   * What requests in flight fail with as the process ends. A violation's detail quotes the offending
-   * output, which may be another session's (the process is shared): it goes to the log only.
-   */
-  #endError(reason: ExitReason, message: string): HarnessError {
-    if (reason === "framing_violation") return new HarnessError("framing_violation", FRAMING_BROKEN);
-    return new HarnessError("exited", message);
-  }
-
   /** The error requests fail with. No stderr: that is shared with other sessions and goes to logs only. */
   #exitError(exit: HarnessExit, what: string): HarnessError {
     const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.code}`;
-    const code = exit.reason === "framing_violation" ? "framing_violation" : "exited";
-    const message = exit.reason === "framing_violation" ? FRAMING_BROKEN : exit.message;
-    return new HarnessError(code, `${what} (${exit.reason}, ${how}): ${message}`);
+    return new HarnessError(errorCode(exit.reason), `${what} (${exit.reason}, ${how}): ${requestMessage(exit.reason, exit.message)}`);
   }
 
   #log(level: string, msg: string, fields: Record<string, unknown>): void {
@@ -557,6 +542,18 @@ export class HarnessProcess {
   #redact(text: string): string {
     return redactValues(text, this.#secrets);
   }
+}
+
+function errorCode(reason: ExitReason): HarnessErrorCode {
+  return reason === "framing_violation" ? "framing_violation" : "exited";
+}
+
+/**
+ * An ending's message as requests see it. A violation's detail quotes the offending output, which
+ * may be another session's (the process is shared): it goes to the log only.
+ */
+function requestMessage(reason: ExitReason, message: string): string {
+  return reason === "framing_violation" ? FRAMING_BROKEN : message;
 }
 
 /**

@@ -20,13 +20,14 @@
  * signals every process the user owns in one pass that no fork can slip past, where a scan of /proc
  * followed by kills misses a child that keeps forking and exiting under new pids.
  */
-import { chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { chownSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
 import { lstat, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Logger } from "../log.ts";
 import { harnessIdentity, type Identity } from "./clean-spawn.ts";
 import { spawner } from "./spawner.ts";
+import { procState } from "../proc-state.ts";
 
 /** World-writable directories a harness can leave files in, besides its private one (removed apart). */
 const SHARED_TEMP_DIRS = ["/tmp", "/var/tmp", "/dev/shm"];
@@ -239,12 +240,10 @@ async function killEverythingOf(uid: number): Promise<void> {
   }
 }
 
+/** Exited: a zombie, or gone while we looked. */
 function isZombie(pid: number): boolean {
-  try {
-    return /^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
-  } catch {
-    return true; // it ended while we looked
-  }
+  const state = procState(pid);
+  return state === undefined || state === "Z";
 }
 
 /** Entries owned by `uid` at the top of the shared temporary directories, removed with their contents. */

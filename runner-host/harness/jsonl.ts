@@ -32,6 +32,11 @@ export const DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024;
  */
 export const MAX_LINE_DEPTH = 128;
 
+/** Whether a line nests past MAX_LINE_DEPTH; only a line longer than the bound can (each level opens with a bracket). */
+export function lineTooDeep(line: string): boolean {
+  return line.length > MAX_LINE_DEPTH && nestingExceeds(line, MAX_LINE_DEPTH);
+}
+
 export type JsonObject = Record<string, unknown>;
 
 export class FramingError extends Error {
@@ -109,8 +114,7 @@ export class JsonlDecoder {
     if (line.length * 3 > this.maxLineBytes && Buffer.byteLength(line, "utf8") > this.maxLineBytes) {
       return this.#error(`line exceeds ${this.maxLineBytes} bytes`);
     }
-    // Only a line longer than the bound can pass it (each level opens with a bracket).
-    if (line.length > MAX_LINE_DEPTH && nestingExceeds(line, MAX_LINE_DEPTH)) {
+    if (lineTooDeep(line)) {
       return this.#error(`line nests deeper than ${MAX_LINE_DEPTH} levels`);
     }
     let value: unknown;

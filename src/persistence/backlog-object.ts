@@ -26,6 +26,7 @@ import { migrate } from "../storage/migrate.ts";
 import m0001 from "../../migrations/sync_backlog/0001_init.sql";
 import m0002 from "../../migrations/sync_backlog/0002_tenant.sql";
 import { scheduleExport } from "../metrics/exporter.ts";
+import { tenantOfObjectName } from "../session/object-name.ts";
 import { metrics } from "../metrics/registry.ts";
 
 export const BACKLOG_NAME = "sync-backlog";
@@ -65,11 +66,12 @@ export class SyncBacklog extends DurableObject<Env> {
 
   /**
    * Joins the queue. Unless `force`, nothing is recorded when `limit` sessions already wait
-   * (`queue_full`) or `share` of the tenant's (`share_full`): one tenant cannot fill the queue,
-   * which would refuse every tenant's writes and take readiness down.
+   * (`queue_full`) or `share` of the session's tenant's (`share_full`): one tenant cannot fill the
+   * queue, which would refuse every tenant's writes and take readiness down.
    */
-  enter(name: string, tenant: string, limit: number, share: number, force: boolean): "entered" | "queue_full" | "share_full" {
+  enter(name: string, limit: number, share: number, force: boolean): "entered" | "queue_full" | "share_full" {
     const sql = this.ctx.storage.sql;
+    const tenant = tenantOfObjectName(name);
     if (sql.exec("SELECT 1 FROM queued WHERE name = ?", name).toArray().length > 0) return "entered";
     if (!force && this.#count() >= limit) return "queue_full";
     if (!force && sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM queued WHERE tenant = ?", tenant).one().n >= share) return "share_full";

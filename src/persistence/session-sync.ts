@@ -16,7 +16,7 @@ import { getRuntime } from "../runtime.ts";
 import type { HostConfig, Persistence } from "../shared/config-schema.ts";
 import type { SyncStatus } from "../shared/sync-schema.ts";
 import { asResultAsync, conflict, notFound, overloaded, unsupported, type Result } from "../shared/errors.ts";
-import { sessionObjectName, tenantOfObjectName } from "../session/object-name.ts";
+import { sessionObjectName } from "../session/object-name.ts";
 import { configuredTenants, tenantShare } from "../tenant/share.ts";
 import type { SessionState } from "../session/session-state.ts";
 import { BACKLOG_NAME } from "./backlog-object.ts";
@@ -105,7 +105,7 @@ export class SessionSync {
     const p = config.persistence;
     if (!p || !this.needsAdmission(config)) return false;
     const share = tenantShare(p.queue, configuredTenants(config));
-    const entered = await this.#backlog.enter(name, tenantOfObjectName(name), p.queue, share, false);
+    const entered = await this.#backlog.enter(name, p.queue, share, false);
     if (entered === "queue_full") throw overloaded(`${p.queue} sessions are waiting to upload to storage`);
     if (entered === "share_full") throw overloaded(`${share} of this tenant's sessions are waiting to upload to storage (its share of the deployment's ${p.queue})`);
     this.#ensureRow();
@@ -197,7 +197,7 @@ export class SessionSync {
 
   async #enterBacklog(p: Persistence): Promise<void> {
     try {
-      await this.#backlog.enter(this.#name(), this.#state.require().tenant, p.queue, p.queue, true);
+      await this.#backlog.enter(this.#name(), p.queue, p.queue, true);
       this.#state.storage.sql.exec("UPDATE sync SET queued = 1");
     } catch (e) {
       log("warn", "sync backlog unreachable", { session_id: this.#state.row()?.id, error: String(e) });

@@ -4,12 +4,13 @@
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
+import { mkdtempSync, utimesSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { acquireDataDirLock } from "../../runner-host/cli/data-dir-lock.ts";
 import { loadRunnerConfigFile } from "../../runner-host/cli/runner-config-file.ts";
+import { procState } from "../../runner-host/proc-state.ts";
 
 const dir = mkdtempSync(path.join(tmpdir(), "svc-runner-config-"));
 const write = (name: string, value: unknown) => {
@@ -140,7 +141,7 @@ describe("one svc process per data_dir", () => {
 /** Resolves once `pid` is a zombie (it exits at once; its state shows in /proc a moment later). */
 async function waitUntilZombie(pid: number): Promise<void> {
   for (;;) {
-    if (/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, "utf8"))) return;
+    if (procState(pid) === "Z") return;
     await new Promise((resolve) => setImmediate(resolve));
   }
 }

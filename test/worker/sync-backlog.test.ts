@@ -17,7 +17,7 @@ describe("SyncBacklog: the startup scan behind readiness", () => {
 
   it("a scan that outlasts the probe's wait answers not scanned (readiness 503) until it ends", async () => {
     const backlog = env.SYNC_BACKLOG.getByName(`test-${newId()}`);
-    expect(await backlog.enter(`${newId()}:t`, "t", 10, 10, false)).toBe("entered");
+    expect(await backlog.enter(`${newId()}:t`, 10, 10, false)).toBe("entered");
     await runInDurableObject(backlog, async (instance: SyncBacklog) => {
       // The queued session does not answer its wake-up (a busy or unreachable object).
       let answer!: () => void;
@@ -31,19 +31,19 @@ describe("SyncBacklog: the startup scan behind readiness", () => {
 
   it("with sessions queued, the first status waits for the short scan, which wakes each of them", async () => {
     const backlog = env.SYNC_BACKLOG.getByName(`test-${newId()}`);
-    expect(await backlog.enter(`${newId()}:t`, "t", 10, 10, false)).toBe("entered");
-    expect(await backlog.enter(`${newId()}:t`, "t", 10, 10, false)).toBe("entered");
+    expect(await backlog.enter(`${newId()}:t`, 10, 10, false)).toBe("entered");
+    expect(await backlog.enter(`${newId()}:t`, 10, 10, false)).toBe("entered");
     expect(await backlog.status()).toEqual({ pending: 2, scanned: true });
   });
 
   it("refuses a tenant's session past its share while other tenants' still join; the queue's own limit refuses everyone; work already running always joins", async () => {
     const backlog = env.SYNC_BACKLOG.getByName(`test-${newId()}`);
     // A queue of 4 shared by several tenants: one tenant holds at most 3.
-    for (let i = 0; i < 3; i++) expect(await backlog.enter(`${newId()}:greedy`, "greedy", 4, 3, false)).toBe("entered");
-    expect(await backlog.enter(`${newId()}:greedy`, "greedy", 4, 3, false)).toBe("share_full");
-    expect(await backlog.enter(`${newId()}:other`, "other", 4, 3, false)).toBe("entered");
-    expect(await backlog.enter(`${newId()}:third`, "third", 4, 3, false)).toBe("queue_full");
-    expect(await backlog.enter(`${newId()}:greedy`, "greedy", 4, 3, true)).toBe("entered");
+    for (let i = 0; i < 3; i++) expect(await backlog.enter(`${newId()}:greedy`, 4, 3, false)).toBe("entered");
+    expect(await backlog.enter(`${newId()}:greedy`, 4, 3, false)).toBe("share_full");
+    expect(await backlog.enter(`${newId()}:other`, 4, 3, false)).toBe("entered");
+    expect(await backlog.enter(`${newId()}:third`, 4, 3, false)).toBe("queue_full");
+    expect(await backlog.enter(`${newId()}:greedy`, 4, 3, true)).toBe("entered");
     expect(await backlog.status()).toMatchObject({ pending: 5 });
   });
 });
