@@ -180,8 +180,11 @@ function declaredLength(req: Request): number | undefined {
   return v === null || req.headers.has("transfer-encoding") ? undefined : Number(v);
 }
 
-/** Parses a body against a strict schema. `emptyAs` is used when the body is empty or blank. */
-export function parseBody<S extends z.ZodType>(text: string, schema: S, emptyAs?: unknown): z.output<S> {
+/**
+ * Parses a body against a strict schema. `emptyAs` is used when the body is empty or blank; `first`
+ * sees the JSON object before the schema does, for a rule the docs order before the fields' own.
+ */
+export function parseBody<S extends z.ZodType>(text: string, schema: S, emptyAs?: unknown, first?: (body: Record<string, unknown>) => void): z.output<S> {
   let value: unknown;
   if (text.trim() === "") {
     if (emptyAs === undefined) throw invalid("request body is required");
@@ -198,6 +201,7 @@ export function parseBody<S extends z.ZodType>(text: string, schema: S, emptyAs?
   // Anywhere in the body, free-form members (`bindings[].parameters`) included.
   const lost = notAsSent(text, value);
   if (lost) throw invalid("unkept" in lost ? lost.unkept : `${lost.repeated}: the member is given more than once`);
+  first?.(value as Record<string, unknown>);
   const r = schema.safeParse(value);
   if (!r.success) throw invalid(issueSummary(r.error.issues));
   return r.data;

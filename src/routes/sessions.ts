@@ -13,7 +13,7 @@ import { pageLimit, pathId, queryParam } from "../http/params.ts";
 import { openSessionStream } from "../sse/session-stream.ts";
 import { isDraining, refuseWhenDraining } from "../http/draining.ts";
 import { chooseHomeRegion, fleetStatus, locationHint } from "../runner/fleet.ts";
-import { prepareSession } from "../session/create.ts";
+import { prepareSession, requireHarness } from "../session/create.ts";
 import { sessionObjectName } from "../session/object-name.ts";
 import { existingSession, reserveSession } from "../persistence/lookup.ts";
 import { mergePages, mirrorConnection, mirrorList, type MirrorRow } from "../persistence/pg-mirror.ts";
@@ -50,7 +50,9 @@ sessions.post("/", async (c) => {
   requireManage(p);
   if (p.session !== undefined) throw forbidden("a session-scoped token cannot create sessions");
   await refuseWhenDraining(c);
-  const body = parseBody(await readBody(c, bodyCap(c)), CreateSessionSchema);
+  const body = parseBody(await readBody(c, bodyCap(c)), CreateSessionSchema, undefined, (b) => {
+    if (typeof b.harness === "string") requireHarness(c.get("runtime"), b.harness);
+  });
   const { config } = c.get("runtime");
   const prepared = await prepareSession(c.get("runtime"), p.tenant, body, async (id) => {
     // The RPC typing maps JSON Schema records to never; the value is the object's ExecutorInfo.

@@ -16,11 +16,14 @@ const TOOL_NAME = /^[a-zA-Z][a-zA-Z0-9_]{0,63}$/;
 /** Looks up a registered executor (undefined: no such executor). */
 export type ExecutorLookup = (id: string) => Promise<ExecutorInfo | undefined>;
 
+/** The first rule of create (docs/api.md "Sessions"): checked before the body's other fields too. */
+export function requireHarness(rt: Runtime, harness: string): void {
+  if (!Object.hasOwn(rt.config.harnesses, harness)) throw unsupported(`harness "${harness}" is not configured`);
+}
+
 export async function prepareSession(rt: Runtime, tenant: string, body: CreateSession, executor: ExecutorLookup): Promise<NewSession> {
   const { config } = rt;
-  if (!Object.hasOwn(config.harnesses, body.harness)) {
-    throw unsupported(`harness "${body.harness}" is not configured`);
-  }
+  requireHarness(rt, body.harness);
   checkModel(rt, body.config.model);
   const instructions = body.config.instructions;
   if (instructions !== undefined && byteLength(instructions) > config.limits.input_bytes) {

@@ -104,6 +104,18 @@ describe("Create a session", () => {
     await expectApiError(await api("/sessions", { method: "POST", body: JSON.stringify(body) }), 422, "unsupported");
   });
 
+  it("checks the harness first: an unknown harness is 422 also when the model, the effort or another field breaks a later rule", async () => {
+    for (const config of [
+      { model: "openai/m", tools: [], reasoning_effort: "bogus" },
+      { model: `openai/${"m".repeat(250)}`, tools: [] },
+      { model: "gpt-test", tools: [] },
+      { model: "openai/m", tools: ["no-such-tool"] },
+    ]) {
+      const res = await api("/sessions", { method: "POST", body: JSON.stringify(createBody({ harness: "nope", config })) });
+      expect((await expectApiError(res, 422, "unsupported")).message).toBe('harness "nope" is not configured');
+    }
+  });
+
   it("returns 403 forbidden for a token without manage", async () => {
     await expectApiError(await api("/sessions", { method: "POST", token: tokens.read, body: JSON.stringify(createBody()) }), 403, "forbidden");
   });
@@ -270,7 +282,7 @@ describe("runner-host dial-in", () => {
     const e2 = withRunners();
     const id = newId();
     for (const query of [`session=${id}&lease=1`, `session=${id}:&lease=1`, `session=${id.toUpperCase()}:${TENANT}&lease=1`, `session=${id}:${TENANT}&lease=0`]) {
-      const res = await call(e2, `/internal/runners/link?${query}`, { headers: { Upgrade: "websocket" }, token: RUNNER_SECRET });
+      const res = await call(e2, `/internal/runners/link?protocol=${RUNNER_PROTOCOL}&${query}`, { headers: { Upgrade: "websocket" }, token: RUNNER_SECRET });
       expect((await expectApiError(res, 400, "invalid_request")).message).toBe("session and lease are required");
     }
   });
