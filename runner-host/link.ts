@@ -18,7 +18,7 @@
  *   refused with 404/409/410) means the lease is gone; so does being unreachable for `giveUpMs`.
  */
 import WebSocket from "ws";
-import { LEASE_GONE_CLOSE_CODE, LINK_PATH, LinkDownSchema, MAX_BATCH, SILENT_AFTER_MS, type LinkDown, type LinkUp, type NumberedUp } from "../src/shared/runner-protocol.ts";
+import { LEASE_GONE_CLOSE_CODE, LINK_PATH, LinkDownSchema, MAX_BATCH, RUNNER_PROTOCOL, SILENT_AFTER_MS, type LinkDown, type LinkUp, type NumberedUp } from "../src/shared/runner-protocol.ts";
 import type { Logger } from "./log.ts";
 import { Backoff, dial, isPong, keepAlive, parseJson } from "./socket.ts";
 
@@ -228,7 +228,7 @@ export class SessionLink {
 
   #connect(): void {
     const { session, lease, runnerId } = this.#o;
-    const ws = dial(this.#o.baseUrl, LINK_PATH, this.#o.secret, { session, lease: String(lease), runner: runnerId });
+    const ws = dial(this.#o.baseUrl, LINK_PATH, this.#o.secret, { protocol: String(RUNNER_PROTOCOL), session, lease: String(lease), runner: runnerId });
     this.#ws = ws;
     // Silent past SILENT_AFTER_MS (a partition that left the connection open): the object has been
     // unreachable longer than the give-up already, and the service has failed the turn by now

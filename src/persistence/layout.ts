@@ -69,7 +69,8 @@ export class Layout {
   kindOf(key: string): StoredObject | undefined {
     if (!key.startsWith(this.#root)) return undefined;
     const rest = key.slice(this.#root.length);
-    if (/^blocks\/\d{16}-\d{16}-[0-9a-f]{16}\.ndjson$/.test(rest)) return { kind: "block" };
+    const block = /^blocks\/(\d{16})-\d{16}-[0-9a-f]{16}\.ndjson$/.exec(rest);
+    if (block) return { kind: "block", start: Number(block[1]) };
     if (/^native\/[0-9a-f]{32}\.ndjson$/.test(rest)) return { kind: "native" };
     const checkpoint = /^checkpoints\/([0-9a-f]{32})\.json$/.exec(rest);
     return checkpoint ? { kind: "checkpoint", checkpoint: checkpoint[1]! } : undefined;
@@ -77,5 +78,6 @@ export class Layout {
 }
 
 export type StoredObject =
-  | { kind: "block" | "native" }
+  | { kind: "block"; start: number }
+  | { kind: "native" }
   | { kind: "checkpoint"; checkpoint: string };

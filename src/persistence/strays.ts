@@ -9,12 +9,17 @@
  * A checkpoint stored beside latest.json but not in its manifest (published just before a crash
  * that kept latest.json from being rewritten, published since by a deployment that still holds the
  * session, or cut off by a restore whose deployment then lost its disk) stays restorable: its
- * manifest is read and what it names is kept. A load holds its strays in `sync_strays`; the
+ * manifest is read and what it names is kept. So does a checkpoint latest.json lists whose own
+ * manifest names other blocks than latest.json's history: releases before blocks ended at
+ * checkpoints stored a block spanning past one, and after a restore to that checkpoint latest.json
+ * names new blocks for the same bytes. Such a block starts before a listed checkpoint's offset, so
+ * only then are the manifests of the listed checkpoints past its start read (a turn's blocks past
+ * the checkpoint, the usual strays, cost no reads). A load holds its strays in `sync_strays`; the
  * uploader asks again once this session wrote latest.json itself, and deletes those found both
  * times (docs/design-notes.md "Persistence").
  */
 import { log } from "../log.ts";
-import type { Layout } from "./layout.ts";
+import type { Layout, StoredObject } from "./layout.ts";
 import { parseManifest, type Manifest } from "./manifest.ts";
 import type { ObjectStore } from "./store.ts";
 
@@ -27,13 +32,18 @@ export async function strays(store: ObjectStore, layout: Layout, m: Manifest, se
   try {
     const listed = (await store.list(layout.folder())).map((key) => ({ key, what: layout.kindOf(key) }));
     const named = new Set(namedBy(m, layout));
+    const nameAlso = async (checkpoint: string) => {
+      const bytes = await store.get(layout.checkpoint(checkpoint));
+      if (bytes) for (const key of namedBy(parseManifest(bytes), layout)) named.add(key);
+    };
     const known = new Set(m.checkpoints.map((c) => c.id));
     for (const { what } of listed) {
-      if (what?.kind !== "checkpoint" || known.has(what.checkpoint)) continue;
-      const bytes = await store.get(layout.checkpoint(what.checkpoint));
-      if (bytes) for (const key of namedBy(parseManifest(bytes), layout)) named.add(key);
+      if (what?.kind === "checkpoint" && !known.has(what.checkpoint)) await nameAlso(what.checkpoint);
     }
-    return listed.filter(({ key, what }) => (what?.kind === "block" || what?.kind === "native") && !named.has(key)).map(({ key }) => key);
+    const unnamed = (what: StoredObject | undefined, key: string) => (what?.kind === "block" || what?.kind === "native") && !named.has(key);
+    const earliest = Math.min(...listed.map(({ key, what }) => (what?.kind === "block" && unnamed(what, key) ? what.start : Infinity)));
+    for (const c of m.checkpoints) if (c.offset > earliest) await nameAlso(c.id);
+    return listed.filter(({ key, what }) => unnamed(what, key)).map(({ key }) => key);
   } catch (e) {
     log("warn", "objects a load found past its checkpoint stay in storage (the folder could not be listed, or a stored manifest read)", {
       session_id: session,

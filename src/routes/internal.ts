@@ -10,7 +10,7 @@ import { sameDigest } from "../shared/digest.ts";
 import { ID_PATTERN, sha256Hex } from "../shared/ids.ts";
 import { RUNNER_PROTOCOL } from "../shared/runner-protocol.ts";
 import { bearerToken } from "../http/auth.ts";
-import type { AppEnv } from "../http/context.ts";
+import type { AppContext, AppEnv } from "../http/context.ts";
 import { log } from "../log.ts";
 import { fleetStatus } from "../runner/fleet.ts";
 import { configuredRegions, poolName } from "../runner/pool-name.ts";
@@ -54,16 +54,24 @@ internal.use("*", async (c, next) => {
   await next();
 });
 
-internal.get("/runners/control", (c) => {
+/**
+ * Both of a runner-host's sockets state its protocol version: a runner-host of another release is
+ * refused on its control socket and on every session link it still holds, so it runs no turn of
+ * this Worker's (a link of its that survived the deploy redials and is refused; 409 ends the lease).
+ */
+function requireProtocol(c: AppContext, socket: "control" | "link"): void {
   const protocol = c.req.query("protocol") ?? "";
+  if (protocol === String(RUNNER_PROTOCOL)) return;
+  log("warn", "runner-host refused: protocol version mismatch", { socket, runner_protocol: protocol || "none", service_protocol: RUNNER_PROTOCOL });
+  throw conflict(
+    `runner protocol ${protocol || "(none)"} is not supported: this service speaks ${RUNNER_PROTOCOL}; ` +
+      "run a runner-host of the same release as the Worker",
+  );
+}
+
+internal.get("/runners/control", (c) => {
+  requireProtocol(c, "control");
   const region = c.req.query("region") ?? "";
-  if (protocol !== String(RUNNER_PROTOCOL)) {
-    log("warn", "runner-host refused: protocol version mismatch", { runner_protocol: protocol || "none", service_protocol: RUNNER_PROTOCOL });
-    throw conflict(
-      `runner protocol ${protocol || "(none)"} is not supported: this service speaks ${RUNNER_PROTOCOL}; ` +
-        "run a runner-host of the same release as the Worker",
-    );
-  }
   const regions = configuredRegions(c.get("runtime").config);
   if (!regions.includes(region)) {
     log("warn", "runner-host refused: unknown region", { region });
@@ -74,8 +82,9 @@ internal.get("/runners/control", (c) => {
   return c.env.RUNNERS.getByName(poolName(region)).fetch(new Request(c.req.raw, { headers }));
 });
 
-/** `?session=<object name>&lease=<n>`: a runner-host's link to one attached session. */
+/** `?protocol=<n>&session=<object name>&lease=<n>`: a runner-host's link to one attached session. */
 internal.get("/runners/link", (c) => {
+  requireProtocol(c, "link");
   const name = c.req.query("session") ?? "";
   const lease = c.req.query("lease") ?? "";
   // The object name is `<session id>:<tenant>` (sessionObjectName).

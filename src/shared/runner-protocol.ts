@@ -20,16 +20,17 @@ import { ID_PATTERN } from "./ids.ts";
 import { StopReasonSchema, ToolResultSchema, UsageSchema } from "./result-schema.ts";
 
 /**
- * Protocol version both ends must speak. A runner-host states it when it dials the control socket
- * (`?protocol=`); the Worker refuses another version with 409 and a message naming both (2: the
- * control socket also states its region; 3: `detached` says `shutdown`; 4: `status` says how many
- * attach orders it has handled, `attaches`).
+ * Protocol version both ends must speak. A runner-host states it when it dials its control socket
+ * and each session link (`?protocol=`); the Worker refuses another version with 409 and a message
+ * naming both (2: the control socket also states its region; 3: `detached` says `shutdown`; 4:
+ * `status` says how many attach orders it has handled, `attaches`; 5: session links state the
+ * version too, so a refused runner-host runs no turn through a link it held).
  */
-export const RUNNER_PROTOCOL = 4;
+export const RUNNER_PROTOCOL = 5;
 
 /** Path a runner-host dials for its control socket (WebSocket upgrade, runner secret as bearer). */
 export const CONTROL_PATH = "/internal/runners/control";
-/** Path of a session link: `?session=<object name>&lease=<n>&runner=<runner id>`. */
+/** Path of a session link: `?protocol=<n>&session=<object name>&lease=<n>&runner=<runner id>`. */
 export const LINK_PATH = "/internal/runners/link";
 
 /** Text a runner-host sends as a keepalive; the objects answer it without waking (auto-response). */

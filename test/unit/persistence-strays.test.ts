@@ -66,6 +66,25 @@ describe("a load's strays", () => {
     expect(found.sort()).toEqual([f.block(20, 30, "c"), f.block(30, 40, "d"), f.layout.native(c3)].sort());
   });
 
+  it("keep a block a listed checkpoint's own manifest names past its offset (earlier releases' blocks spanned checkpoints), and read no listed checkpoint's manifest for strays past the checkpoint", async () => {
+    const f = await folder();
+    const reads = vi.spyOn(f.store, "get");
+    await strays(f.store, f.layout, f.latest, session);
+    expect(reads.mock.calls.map(([key]) => key)).toEqual([f.layout.checkpoint(c2)]);
+
+    // c1 as an earlier release uploaded it: one block from 0 past c1's offset (10); latest.json,
+    // rewritten after a restore to c1, names a new block for bytes 0..10.
+    const spanning = f.block(0, 25, "s");
+    f.write(spanning, "x");
+    f.write(f.layout.checkpoint(c1), JSON.stringify({ ...f.latest, history: [{ key: spanning, start: 0, end: 25 }] }));
+    const unnamed = f.block(0, 10, "e");
+    f.write(unnamed, "x");
+    reads.mockClear();
+    const found = await strays(f.store, f.layout, f.latest, session);
+    expect(found.sort()).toEqual([unnamed, f.block(20, 30, "c"), f.block(30, 40, "d"), f.layout.native(c3)].sort());
+    expect(reads.mock.calls.map(([key]) => key).sort()).toEqual([f.layout.checkpoint(c1), f.layout.checkpoint(c2)].sort());
+  });
+
   it("are none when the provider refuses to list, or a stored manifest cannot be read: a warn line says so, and the caller goes on", async () => {
     const lines: string[] = [];
     vi.spyOn(console, "log").mockImplementation((line: string) => void lines.push(line));

@@ -100,6 +100,20 @@ describe("runner-host dial-in", () => {
     }
   });
 
+  it("refuses a session link of another protocol version, or of none, with 409: a refused runner-host runs no turn through a link it held", async () => {
+    installBundledConfig({ text: JSON.stringify(config()), tokenDigests: {} });
+    const link = `session=${"a".repeat(32)}:acme&lease=1&runner=${"c".repeat(32)}`;
+    for (const q of [`protocol=${RUNNER_PROTOCOL - 1}&${link}`, link]) {
+      const res = await call(e, `/internal/runners/link?${q}`, RUNNER_SECRET, { Upgrade: "websocket" });
+      expect(res.status).toBe(409);
+      const { error } = (await res.json()) as { error: { code: string; message: string } };
+      expect(error).toEqual({
+        code: "conflict",
+        message: `runner protocol ${q.startsWith("protocol") ? RUNNER_PROTOCOL - 1 : "(none)"} is not supported: this service speaks ${RUNNER_PROTOCOL}; run a runner-host of the same release as the Worker`,
+      });
+    }
+  });
+
   it("refuses a region the configuration does not list, and accepts a listed one", async () => {
     installBundledConfig({ text: JSON.stringify(config()), tokenDigests: {} });
     const bad = await dial(`protocol=${RUNNER_PROTOCOL}&region=apac`);
