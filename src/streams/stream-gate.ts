@@ -27,10 +27,14 @@ export const LEASE_TTL_MS = 60_000;
 
 export const GATE_NAME = "default";
 
-/** Per tenant: streams open now (`need`) and slots wanted in all (`want`). */
-export type Wants = Record<string, { need: number; want: number }>;
+/**
+ * Per tenant: streams open now (`need`) and slots wanted in all (`want`). Maps, as the grant's
+ * slots: a tenant may be named anything, `__proto__` included, which a plain object's key would
+ * turn into its prototype (and such an object cannot cross RPC).
+ */
+export type Wants = Map<string, { need: number; want: number }>;
 /** `stale`: a later sync of this holder was applied first; nothing changed. */
-export type Granted = { seq: number; slots: Record<string, number>; keep: number; stale: boolean };
+export type Granted = { seq: number; slots: Map<string, number>; keep: number; stale: boolean };
 
 export class StreamGate extends DurableObject<Env> {
   /** When this instance started, ms: a holding synced before it belongs to an earlier runtime. */
@@ -55,7 +59,7 @@ export class StreamGate extends DurableObject<Env> {
       sql.exec("DELETE FROM holders WHERE expires_at < ?", before);
       const last = sql.exec<{ seq: number }>("SELECT seq FROM holders WHERE holder = ?", holder).toArray()[0]?.seq ?? 0;
       const total = () => sql.exec<{ n: number }>("SELECT COALESCE(SUM(slots), 0) AS n FROM holdings").one().n;
-      if (seq <= last) return { seq, slots: {}, keep: keepHint(cap, total()), stale: true };
+      if (seq <= last) return { seq, slots: new Map(), keep: keepHint(cap, total()), stale: true };
       sql.exec("DELETE FROM holdings WHERE holder = ?", holder);
       sql.exec(
         "INSERT INTO holders (holder, seq, expires_at) VALUES (?, ?, ?) ON CONFLICT (holder) DO UPDATE SET seq = excluded.seq, expires_at = excluded.expires_at",
@@ -72,12 +76,12 @@ export class StreamGate extends DurableObject<Env> {
           n,
           now + LEASE_TTL_MS,
         );
-      for (const [tenant, w] of Object.entries(wants)) if (w.need > 0) put(tenant, w.need);
-      const slots: Record<string, number> = {};
-      for (const [tenant, w] of Object.entries(wants)) {
+      for (const [tenant, w] of wants) if (w.need > 0) put(tenant, w.need);
+      const slots = new Map<string, number>();
+      for (const [tenant, w] of wants) {
         const ofTenant = sql.exec<{ n: number }>("SELECT COALESCE(SUM(slots), 0) AS n FROM holdings WHERE tenant = ?", tenant).one().n;
         const n = grant({ cap, share, need: w.need, want: w.want, total: total(), ofTenant });
-        slots[tenant] = n;
+        slots.set(tenant, n);
         if (n > w.need) put(tenant, n);
       }
       return { seq, slots, keep: keepHint(cap, total()), stale: false };

@@ -90,10 +90,10 @@ export class StreamSlots {
    * sequence number and only the newest answer is applied, here and at the gate.
    */
   async #syncNow(): Promise<void> {
-    const wants: Wants = {};
+    const wants: Wants = new Map();
     for (const [name, t] of this.#tenants) {
       const want = this.#target(t);
-      wants[name] = { need: t.inUse, want };
+      wants.set(name, { need: t.inUse, want });
       // Giving back takes effect at once, so no new stream uses a slot on its way back.
       t.held = Math.min(t.held, Math.max(want, t.inUse));
     }
@@ -105,7 +105,7 @@ export class StreamSlots {
     this.#keep = granted.keep;
     for (const [name, t] of this.#tenants) {
       // Streams taken from held slots while the sync ran are open: they stay counted.
-      t.held = Math.max(granted.slots[name] ?? 0, t.inUse);
+      t.held = Math.max(granted.slots.get(name) ?? 0, t.inUse);
       if (t.held === 0 && t.inUse === 0 && t.waiting === 0) this.#tenants.delete(name);
     }
   }

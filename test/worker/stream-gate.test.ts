@@ -54,6 +54,15 @@ describe("StreamGate: slots held by several isolates", () => {
     expect(await b!.acquire("acme")).toBe(true);
   });
 
+  it("counts a tenant named __proto__ like any other: its stream and another tenant's open beside it, and the slots come back", async () => {
+    const { slots: [a, b] } = isolates(2);
+    expect(await a!.acquire("__proto__")).toBe(true);
+    expect(await a!.acquire("acme")).toBe(true);
+    expect(await b!.acquire("acme")).toBe(false);
+    await a!.release("__proto__");
+    expect(await b!.acquire("acme")).toBe(true);
+  });
+
   it("serves concurrent opens of one isolate with one gate call each time its block runs out", async () => {
     const { slots: [a] } = isolates(1);
     const got = await Promise.all([a!.acquire("acme"), a!.acquire("acme"), a!.acquire("acme")]);
