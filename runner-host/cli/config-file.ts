@@ -3,12 +3,18 @@
  * at most 4 MiB, UTF-8 JSON, parsed by the shared schema, then its environment variables checked.
  * Relative paths (the file's own and `data_dir`) resolve from the process working directory.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, openSync, readFileSync } from "node:fs";
 import { open } from "node:fs/promises";
 import path, { resolve } from "node:path";
 import { parseEnv } from "node:util";
 import { checkEnvironment } from "../../src/shared/config-env.ts";
 import { MAX_CONFIG_BYTES, parseHostConfigText, type HostConfig } from "../../src/shared/config-schema.ts";
+
+/**
+ * Opens for reading without waiting for a writer: a FIFO at the path would otherwise block the open
+ * until someone writes to it (`-check` hung); it opens at once and is refused as not a regular file.
+ */
+const READ_NOT_WAITING = constants.O_RDONLY | constants.O_NONBLOCK;
 
 /** Problems do not repeat the file's path: the caller names the file once (the CLI prefixes it). */
 export type LoadResult = { ok: true; config: HostConfig; path: string } | { ok: false; problems: string[] };
@@ -47,7 +53,7 @@ export async function readTextFile(path: string): Promise<{ ok: true; path: stri
 async function readBounded(path: string): Promise<Uint8Array | string> {
   let file;
   try {
-    file = await open(path, "r");
+    file = await open(path, READ_NOT_WAITING);
   } catch (e) {
     return describeFsError(e);
   }
@@ -90,10 +96,16 @@ export class EnvFileError extends Error {}
 
 function readEnvFile(file: string): ReturnType<typeof parseEnv> {
   let text: string;
+  let fd: number | undefined;
   try {
-    text = readFileSync(file, "utf8");
+    fd = openSync(file, READ_NOT_WAITING);
+    if (!fstatSync(fd).isFile()) throw new EnvFileError(`${file}: the environment file cannot be read (not a regular file)`);
+    text = readFileSync(fd, "utf8");
   } catch (e) {
+    if (e instanceof EnvFileError) throw e;
     throw new EnvFileError(`${file}: the environment file cannot be read (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
   // A byte-order mark (an editor's "UTF-8 with BOM") would otherwise start the first variable's name.
   return parseEnv(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);

@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -69,12 +69,16 @@ describe("svc -check validates the file and all referenced environment variables
     const path = writeConfig("env-dir.json");
     mkdirSync(join(dir, "env-dir.env"));
     const check = await svc(["-config", path, "-check"], {});
-    expect(check).toEqual({ code: 1, stdout: "", stderr: `${join(dir, "env-dir.env")}: the environment file cannot be read (EISDIR)\n` });
+    expect(check).toEqual({ code: 1, stdout: "", stderr: `${join(dir, "env-dir.env")}: the environment file cannot be read (not a regular file)\n` });
     for (const args of [["-config", path], ["runner", "-config", path]]) {
       const start = await svc(args, {});
       expect(start.code).toBe(1);
-      expect(JSON.parse(start.stderr.trim())).toMatchObject({ level: "error", msg: `svc: could not start: ${join(dir, "env-dir.env")}: the environment file cannot be read (EISDIR)` });
+      expect(JSON.parse(start.stderr.trim())).toMatchObject({ level: "error", msg: `svc: could not start: ${join(dir, "env-dir.env")}: the environment file cannot be read (not a regular file)` });
     }
+    // A FIFO with no writer: the open does not wait for one.
+    const fifo = writeConfig("env-fifo.json");
+    execFileSync("mkfifo", [join(dir, "env-fifo.env")]);
+    expect(await svc(["-config", fifo, "-check"], {})).toEqual({ code: 1, stdout: "", stderr: `${join(dir, "env-fifo.env")}: the environment file cannot be read (not a regular file)\n` });
     const bom = writeConfig("env-bom.json");
     writeFileSync(join(dir, "env-bom.env"), `\ufeffSVC_TOKEN=${ENV.SVC_TOKEN}\nOPENAI_KEY=${ENV.OPENAI_KEY}\n`);
     expect((await svc(["-config", bom, "-check"], {})).code).toBe(0);
@@ -129,6 +133,11 @@ describe("svc -check validates the file and all referenced environment variables
   it("exits 1 for a missing file and for trailing data", async () => {
     const missing = join(dir, "nope.json");
     expect(await svc(["-config", missing, "-check"])).toMatchObject({ code: 1, stderr: `${missing}: no such file\n` });
+    // A FIFO with no writer is refused at once: the open does not wait for one, at -check or a start.
+    const fifo = join(dir, "fifo.json");
+    execFileSync("mkfifo", [fifo]);
+    expect(await svc(["-config", fifo, "-check"])).toMatchObject({ code: 1, stderr: `${fifo}: not a regular file\n` });
+    expect(await svc(["-config", fifo])).toMatchObject({ code: 1 });
     const trailing = join(dir, "trailing.json");
     writeFileSync(trailing, `${readFileSync(writeConfig("t.json"), "utf8")}\n{}`);
     expect((await svc(["-config", trailing, "-check"])).stderr).toMatch(/unexpected data after the root object/);
