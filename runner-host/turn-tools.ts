@@ -21,6 +21,7 @@ import { executeHostTool } from "./tools/dispatch.ts";
 import { validateInput } from "../src/shared/json-schema.ts";
 import { MAX_JSON_DEPTH } from "../src/shared/json-text.ts";
 import { nestsDeeper } from "../src/shared/json-values.ts";
+import { headerSecrets } from "../src/shared/credential-headers.ts";
 import { errorResult } from "./tools/outcome.ts";
 import { redactValues } from "./error-text.ts";
 import type { HostTool } from "../src/shared/config-schema.ts";
@@ -181,7 +182,7 @@ export class TurnTools {
           secrets.push(credential);
         } else if (credential !== undefined) {
           ctx.headers = credential.headers;
-          secrets.push(...Object.values(credential.headers));
+          secrets.push(...headerSecrets(credential.headers));
         }
         result = await executeHostTool(tool, { call_id: c.id, tool: c.name, arguments: args, scope }, ctx, this.#o.env, secrets);
       }

@@ -16,6 +16,7 @@ import { bounded, foreign } from "../error-text.ts";
 import { callHeaders } from "./http-tool.ts";
 import { watchedFetch, type Broken } from "./mcp-fetch.ts";
 import { validateInput } from "../../src/shared/json-schema.ts";
+import { headerSecrets } from "../../src/shared/credential-headers.ts";
 import { CallBudget, checkOutput, errorResult, label, neverSent, stoppedResult } from "./outcome.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
 import { imageProblem, type ContentItem, type ToolResult } from "../../src/shared/result-schema.ts";
@@ -123,7 +124,7 @@ async function close(client: Client, transport: StreamableHTTPClientTransport): 
 
 /** What this call authenticates with: the values a server's error text must not carry on. */
 function callSecrets(tool: HostTool, ctx: ToolCallContext, env: ToolEnv): string[] {
-  const out = Object.values(ctx.headers ?? {});
+  const out = headerSecrets(ctx.headers ?? {});
   if (ctx.bearer !== undefined) out.push(ctx.bearer);
   const fromEnv = tool.token_env ? env[tool.token_env] : undefined;
   if (fromEnv) out.push(fromEnv);

@@ -70,3 +70,16 @@ function firstProblem(headers: Record<string, string>, reserved: ReadonlySet<str
   }
   return undefined;
 }
+
+/**
+ * What a tool's echo of a header override is redacted for: each value whole and, for an
+ * `Authorization` or `Proxy-Authorization` value in its `<scheme> <credentials>` form (`Bearer abc`),
+ * the credentials alone, which a tool may quote without the scheme.
+ */
+export function headerSecrets(headers: Record<string, string>): string[] {
+  return Object.entries(headers).flatMap(([name, v]) => {
+    const auth = /^(proxy-)?authorization$/i.test(name);
+    const credentials = auth ? /^[!#$%&'*+.^_`|~0-9A-Za-z-]+[ \t]+(\S(?:.*\S)?)$/.exec(v)?.[1] : undefined;
+    return credentials === undefined ? [v] : [v, credentials];
+  });
+}

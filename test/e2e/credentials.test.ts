@@ -22,6 +22,7 @@ const PLAIN = {
   header: "override-header-2c8d4e6f0a1b3c5d",
   mcp: "override-mcp-9e8d7c6b5a4f3e2d",
   executor: "override-executor-1a2b3c4d5e6f7a8b",
+  auth: "override-auth-5b7d9f1e3a6c8e0b",
 };
 const env = {
   MANAGE: secret("cred-manage"),
@@ -56,7 +57,9 @@ function startMcpProxy(target: string): Promise<string> {
 beforeAll(async () => {
   toolServer = http.createServer((req, res) => {
     seen.push({ path: req.url ?? "", authorization: req.headers.authorization, apiKey: req.headers["x-api-key"] as string | undefined });
-    req.resume().on("end", () => res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ content: [{ type: "text", text: "found" }] })));
+    // `/echo` quotes the Authorization header's credentials without their scheme, as a tool may.
+    const text = req.url === "/echo" ? `saw ${req.headers.authorization?.split(" ")[1]}` : "found";
+    req.resume().on("end", () => res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify({ content: [{ type: "text", text }] })));
   });
   await new Promise<void>((r) => toolServer.listen(0, "127.0.0.1", r));
   const toolUrl = `http://127.0.0.1:${(toolServer.address() as AddressInfo).port}/search`;
@@ -70,6 +73,7 @@ beforeAll(async () => {
       credential_keys: { active: "k1", keys: { k1: "CRED_KEY" } },
       tools: [
         { name: "search", description: "web search", input_schema: { type: "object" }, url: toolUrl, tenants: ["t"], token_env: "TOOL_TOKEN" },
+        { name: "echo_auth", description: "echoes its credentials", input_schema: { type: "object" }, url: toolUrl.replace(/\/search$/, "/echo"), tenants: ["t"] },
         {
           name: "mcp_echo",
           description: "echo over MCP",
@@ -124,6 +128,13 @@ describe("credential overrides reach the tool call", () => {
     const last = seen.filter((s) => s.path === "/search").at(-1)!;
     expect(last.apiKey).toBe(PLAIN.header);
     expect(last.authorization).toBeUndefined();
+    wires.push(r.wire);
+  });
+
+  it("host HTTP tool, headers form: an Authorization header's credentials a tool echoes without their scheme are redacted", async () => {
+    const r = await runTool([{ alias: "e", provider: "echo_auth" }], [{ binding: "e", value: { headers: { Authorization: `Bearer ${PLAIN.auth}` } } }], "[[tool echo_auth {}]]");
+    expect(seen.filter((s) => s.path === "/echo").at(-1)!.authorization).toBe(`Bearer ${PLAIN.auth}`);
+    expect(r.result).toEqual({ content: [{ type: "text", text: "saw [redacted]" }] });
     wires.push(r.wire);
   });
 
@@ -183,7 +194,7 @@ describe("credential overrides reach the tool call", () => {
   });
 
   it("the plaintext is in no log line, event, response or file the service wrote", async () => {
-    expect(wires).toHaveLength(4);
+    expect(wires).toHaveLength(5);
     const logs = stack.stderr();
     const files = walk(stack.dir).map((f) => readFileSync(f).toString("latin1"));
     for (const value of Object.values(PLAIN)) {
