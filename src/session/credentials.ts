@@ -9,7 +9,7 @@ import { invalid, unsupported } from "../shared/errors.ts";
 import type { EncryptedCredential } from "./record.ts";
 import { fromBase64, toBase64 } from "../shared/base64.ts";
 import { aesKeyProblem } from "../shared/config-env.ts";
-import { credentialHeaderProblem, sendableValue, SENDABLE_VALUE_RULE } from "../shared/credential-headers.ts";
+import { credentialHeaderProblem, HEADER_NAME, sendableValue, SENDABLE_VALUE_RULE } from "../shared/credential-headers.ts";
 
 
 /**
@@ -28,7 +28,7 @@ export function checkCredentialValue(alias: string, value: unknown, host: boolea
     const headers = (value as { headers?: unknown }).headers;
     if (keys.length === 1 && typeof headers === "object" && headers !== null && !Array.isArray(headers)) {
       const entries = Object.entries(headers);
-      if (entries.length > 0 && entries.every(([k, v]) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(k) && typeof v === "string")) {
+      if (entries.length > 0 && entries.every(([k, v]) => HEADER_NAME.test(k) && typeof v === "string")) {
         if (!entries.every(([, v]) => sendableValue(v as string))) {
           throw invalid(`credentials for "${alias}": header values must be usable in an HTTP header as given (${SENDABLE_VALUE_RULE})`);
         }

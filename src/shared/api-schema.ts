@@ -9,6 +9,7 @@ import { component, DateTime, Hex32 } from "./contract-registry.ts";
 import { ERROR_STATUS, type ErrorCode } from "./errors.ts";
 import { SESSION_STATUSES, type SessionStatus } from "./event-schema.ts";
 import { ID_ANY_CASE_PATTERN } from "./ids.ts";
+import { CREDENTIAL_VALUE_JSON_SCHEMA } from "./credential-headers.ts";
 
 export { SESSION_STATUSES, type SessionStatus };
 
@@ -37,7 +38,8 @@ export const ToolBindingSchema = component("ToolBinding", z.strictObject({
   alias: z.string().min(1).max(64),
   executor: z.string().regex(ID_ANY_CASE_PATTERN, "must be a 32-hex executor id").toLowerCase().optional(),
   operations: z.array(z.string().min(1)).optional(),
-  parameters: z.unknown().optional(),
+  // Checked at create with its own message (src/session/create.ts); stated here for the OpenAPI document.
+  parameters: z.unknown().meta({ type: "object" }).optional(),
   provider: z.string().min(1).optional(),
   runtime: z.array(ToolSchema).optional(),
 }), "A named group of tools in one session: executor-served `runtime` tools, or a host tool (`provider`) whose calls may use a private credential override.");
@@ -54,7 +56,11 @@ export type SessionConfig = z.infer<typeof SessionConfigSchema>;
 
 export const CredentialInputSchema = component(
   "CredentialInput",
-  z.strictObject({ binding: z.string().min(1), value: z.unknown() }),
+  z.strictObject({
+    binding: z.string().min(1),
+    // Checked at create with its own messages (src/session/credentials.ts); stated here for the OpenAPI document.
+    value: z.unknown().meta(CREDENTIAL_VALUE_JSON_SCHEMA),
+  }),
   "A private override for the binding `binding`: a bearer token string, or `{\"headers\": {name: value}}`. Stored encrypted; never returned.",
 );
 
@@ -75,7 +81,8 @@ export const InputSchema = component(
     type: z.enum(["user.message", "user.interrupt"]),
     text: z.string().optional(),
     key: z.string().min(1).max(256).optional(),
-    delivery: z.string().optional(),
+    // Any other value is a 400 with its own message (src/session/session-state.ts); `steer` is 422.
+    delivery: z.string().meta({ enum: ["queue", "steer"] }).optional(),
   }),
   "The request of send. `text` is required for `user.message`; `key` is its idempotency key; `delivery` `queue` is accepted, `steer` is `422`.",
 );

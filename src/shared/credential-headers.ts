@@ -43,6 +43,29 @@ export function sendableValue(value: string): boolean {
   return SENDABLE_VALUE.test(value);
 }
 
+/** An HTTP header name (RFC 9110 token). */
+export const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** A credential override's `value` (checked at create, src/session/credentials.ts) as JSON Schema, for the OpenAPI document. */
+export const CREDENTIAL_VALUE_JSON_SCHEMA = {
+  oneOf: [
+    { type: "string", minLength: 1, pattern: SENDABLE_VALUE.source },
+    {
+      type: "object",
+      properties: {
+        headers: {
+          type: "object",
+          minProperties: 1,
+          propertyNames: { pattern: HEADER_NAME.source },
+          additionalProperties: { type: "string", pattern: SENDABLE_VALUE.source },
+        },
+      },
+      required: ["headers"],
+      additionalProperties: false,
+    },
+  ],
+};
+
 /** Whether the service sets this header itself on a host tool request (an override's value would be replaced). */
 export function serviceSetHeader(name: string): boolean {
   return SERVICE_SET.includes(name.toLowerCase());

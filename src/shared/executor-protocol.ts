@@ -72,8 +72,10 @@ export const ToolScopeSchema = component(
     tenant_id: z.string(),
     session_id: Hex32,
     call_id: Hex32,
+    service_url: z.string().optional(),
+    inspection_token: z.string().optional(),
   }),
-  "Who a tool call is for.",
+  "Who a tool call is for. An executor's `call` carries the three required fields; `service_url` and `inspection_token` reach only host tools configured with `inspect_session`.",
 );
 export type ToolScope = z.output<typeof ToolScopeSchema>;
 
@@ -129,7 +131,9 @@ export const ReplySchema = component(
     .superRefine((r, ctx) => {
       const problem = r.result && imageProblem(r.result);
       if (problem) ctx.addIssue({ code: "custom", message: problem, path: ["result"] });
-    }),
+    })
+    // The first refinement, stated for the OpenAPI document.
+    .meta({ oneOf: [{ required: ["progress"] }, { required: ["result"] }] }),
   "Progress or the result of one call (exactly one of the two), on the current connection. Stale, duplicate or unsolicited replies are `409 conflict`.",
 );
 export type Reply = z.output<typeof ReplySchema>;

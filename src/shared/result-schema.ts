@@ -5,25 +5,39 @@
  */
 import * as z from "zod";
 
-export const ContentItemSchema = z.discriminatedUnion("type", [
-  z.strictObject({ type: z.literal("text"), text: z.string() }),
-  z.strictObject({ type: z.literal("image"), data: z.string(), mime_type: z.string().min(1) }),
-]);
-export type ContentItem = z.infer<typeof ContentItemSchema>;
-
-/** A tool result as the service records it (docs/api.md "Tools", event `tool.result`). */
-export const ToolResultSchema = z.strictObject({
-  content: z.array(ContentItemSchema),
-  is_error: z.boolean().optional(),
-  structured_content: z.unknown().optional(),
-  unknown_outcome: z.boolean().optional(),
-});
-export type ToolResult = z.infer<typeof ToolResultSchema>;
-
 /** Standard base64 with padding, as the `image` item's `data` is (docs/api.md "Tools"). */
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 /** `type/subtype` of RFC 6838's restricted names (parameters, if any, after `;`). */
 const MIME = /^[A-Za-z0-9][\w!#$&^.+-]*\/[A-Za-z0-9][\w!#$&^.+-]*(?:\s*;.*)?$/;
+
+// The `.meta()` below states in the OpenAPI document what `imageProblem` and the entry points
+// check with their own messages (a result reaches the service first as a host tool's answer or an
+// executor's reply); the schemas themselves stay structural, as results travel the link and the
+// harness protocol already checked.
+export const ContentItemSchema = z.discriminatedUnion("type", [
+  z.strictObject({ type: z.literal("text"), text: z.string() }),
+  z.strictObject({
+    type: z.literal("image"),
+    data: z.string().meta({ minLength: 1, pattern: BASE64.source }),
+    mime_type: z.string().min(1).meta({ pattern: MIME.source }),
+  }),
+]);
+export type ContentItem = z.infer<typeof ContentItemSchema>;
+
+/** A tool result as the service records it (docs/api.md "Tools", event `tool.result`). */
+export const ToolResultSchema = z
+  .strictObject({
+    content: z.array(ContentItemSchema),
+    is_error: z.boolean().optional(),
+    structured_content: z.unknown().optional(),
+    unknown_outcome: z.boolean().optional(),
+  })
+  .meta({
+    // `unknown_outcome` is for an error result only.
+    if: { properties: { unknown_outcome: { const: true } }, required: ["unknown_outcome"] },
+    then: { properties: { is_error: { const: true } }, required: ["is_error"] },
+  });
+export type ToolResult = z.infer<typeof ToolResultSchema>;
 
 /**
  * What the schema leaves to the entry points where a result first reaches the service (a host

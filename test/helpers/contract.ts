@@ -34,6 +34,12 @@ function check(schema: Json, value: unknown): OutputUnit[] {
   return v.validate(value).errors;
 }
 
+/** Whether `value` matches the document's component `name` (`#/components/schemas/<name>`). */
+export function matchesComponent(name: string, value: unknown): boolean {
+  if (!contract.components.schemas[name]) throw new Error(`openapi.json has no component ${name}`);
+  return check({ $ref: `#/components/schemas/${name}` }, value).length === 0;
+}
+
 function deref(o: Json): Json {
   if (!o.$ref) return o;
   const target = (o.$ref as string).slice(2).split("/").reduce((at: Json, k) => at[k], contract);

@@ -9,6 +9,9 @@ import { describe, expect, it } from "vitest";
 import { buildOpenApi, openApiText } from "../../src/shared/openapi.ts";
 import { ROUTES } from "../../src/shared/route-table.ts";
 import { ROOT } from "../helpers/stack.ts";
+import { matchesComponent } from "../helpers/contract.ts";
+import { ReplySchema } from "../../src/shared/executor-protocol.ts";
+import { checkCredentialValue } from "../../src/session/credentials.ts";
 
 const committed = readFileSync(path.join(ROOT, "openapi.json"), "utf8");
 const doc = buildOpenApi() as any;
@@ -107,9 +110,50 @@ describe("the OpenAPI contract", () => {
   it("describes objects without additional properties, as docs/api.md requires", () => {
     for (const id of ["Session", "SessionConfig", "CreateSession", "Input", "Event", "SyncStatus", "ExecutorRegistration", "Reply", "ErrorResponse"]) {
       const s = doc.components.schemas[id];
-      const objects = s.anyOf ?? s.oneOf ?? [s];
+      // A union lists its objects; an object may carry a `oneOf` of its own (Reply: which members it holds).
+      const objects = s.type === "object" ? [s] : (s.anyOf ?? s.oneOf);
       for (const o of objects) if (!o.$ref) expect(o.additionalProperties, id).toBe(false);
     }
+  });
+
+  it("refuses the bodies the service refuses beyond their shape: an image's data and mime_type, unknown_outcome without is_error, a reply with both or neither of progress and result", () => {
+    const C = "c".repeat(32);
+    const reply = (r: object) => ({ connection: C, call_id: C, ...r });
+    const image = (data: string, mime_type: string) => ({ result: { content: [{ type: "image", data, mime_type }] } });
+    const cases = [
+      reply({ progress: 1 }),
+      reply({ result: { content: [] } }),
+      reply(image("AAAA", "image/png")),
+      reply({ result: { content: [], is_error: true, unknown_outcome: true } }),
+      reply({}),
+      reply({ progress: 1, result: { content: [] } }),
+      reply({ result: { content: [], unknown_outcome: true } }),
+      reply({ result: { content: [], is_error: false, unknown_outcome: true } }),
+      reply(image("", "image/png")),
+      reply(image("AAA", "image/png")),
+      reply(image("@@@@", "image/png")),
+      reply(image("AAAA", "png")),
+    ];
+    for (const body of cases) expect(matchesComponent("Reply", body), JSON.stringify(body)).toBe(ReplySchema.safeParse(body).success);
+    expect(cases.filter((b) => ReplySchema.safeParse(b).success)).toHaveLength(4);
+  });
+
+  it("states a credential value's two forms, a binding's parameters object and delivery's values as the service checks them", () => {
+    const accepts = (v: unknown) => {
+      try {
+        checkCredentialValue("a", v, false);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const values = ["tok", "Bearer a b", { headers: { "X-Key": "v" } }, "", " x", "é", "a\nb", 1, null, [], {}, { headers: {} }, { headers: { "bad name": "v" } }, { headers: { K: 1 } }, { headers: { K: "v" }, x: 1 }];
+    for (const value of values) expect(matchesComponent("CredentialInput", { binding: "a", value }), JSON.stringify(value)).toBe(accepts(value));
+    expect(values.filter(accepts)).toHaveLength(3);
+    for (const parameters of [[], "x", 1, null]) expect(matchesComponent("ToolBinding", { alias: "a", parameters })).toBe(false);
+    expect(matchesComponent("ToolBinding", { alias: "a", parameters: { k: 1 } })).toBe(true);
+    for (const delivery of ["queue", "steer"]) expect(matchesComponent("Input", { type: "user.message", text: "t", delivery })).toBe(true);
+    expect(matchesComponent("Input", { type: "user.message", text: "t", delivery: "later" })).toBe(false);
   });
 
   it("has one operation per route of the table, each with a unique operationId", () => {
