@@ -126,7 +126,7 @@ describe("link and keys", () => {
     const third = stack.mark();
     stack.child.kill("SIGHUP");
     const unreadable = JSON.parse(await stack.waitForLog(/"msg":"reload refused/, 30_000, third)) as { msg: string; error: string };
-    expect(unreadable).toMatchObject({ msg: "reload refused: the environment file cannot be read; nothing changed", error: `${envFile}: the environment file cannot be read (EISDIR)` });
+    expect(unreadable).toMatchObject({ msg: "reload refused: the environment file cannot be read; nothing changed", error: `${envFile}: the environment file cannot be read (not a regular file)` });
     expect((await call(stack.url, "GET", "/health/live")).status).toBe(200);
     rmSync(envFile, { recursive: true });
     writeFileSync(envFile, "OPENAI_KEY=sk-rotation-new\n");
