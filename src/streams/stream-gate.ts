@@ -46,7 +46,9 @@ export class StreamGate extends DurableObject<Env> {
   }
 
   /** Sets `holder`'s holding to what `wants` asks, within the cap and the tenants' shares. */
-  async sync(holder: string, seq: number, wants: Wants): Promise<Granted> {
+  async sync(holder: string, seq: number, asked: Wants | Record<string, { need: number; want: number }>): Promise<Granted> {
+    // An isolate of the previous release (while a deploy replaces them) sends a plain object.
+    const wants: Wants = asked instanceof Map ? asked : new Map(Object.entries(asked));
     const { config } = await getRuntime(this.env);
     const cap = config.limits.subscribers;
     const share = tenantShare(cap, configuredTenants(config));

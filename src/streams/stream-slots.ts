@@ -105,7 +105,7 @@ export class StreamSlots {
     this.#keep = granted.keep;
     for (const [name, t] of this.#tenants) {
       // Streams taken from held slots while the sync ran are open: they stay counted.
-      t.held = Math.max(granted.slots.get(name) ?? 0, t.inUse);
+      t.held = Math.max(slotsOf(granted, name), t.inUse);
       if (t.held === 0 && t.inUse === 0 && t.waiting === 0) this.#tenants.delete(name);
     }
   }
@@ -117,4 +117,10 @@ let slots: StreamSlots | undefined;
 export function isolateSlots(env: Env): StreamSlots {
   slots ??= new StreamSlots((holder, seq, wants) => env.STREAMS.getByName(GATE_NAME).sync(holder, seq, wants));
   return slots;
+}
+
+/** A tenant's grant; a gate of the previous release (while a deploy replaces it) answers a plain object. */
+function slotsOf(granted: Granted, tenant: string): number {
+  const slots = granted.slots as Granted["slots"] | Record<string, number>;
+  return (slots instanceof Map ? slots.get(tenant) : Object.hasOwn(slots, tenant) ? slots[tenant] : undefined) ?? 0;
 }

@@ -63,6 +63,15 @@ describe("StreamGate: slots held by several isolates", () => {
     expect(await b!.acquire("acme")).toBe(true);
   });
 
+  it("serves an isolate of the previous release, which states its wants as a plain object, and a holder reads such a gate's plain-object grant", async () => {
+    const { gate } = isolates(0);
+    const granted = await gate.sync("old-isolate", 1, { acme: { need: 1, want: 1 } });
+    expect(granted.slots).toEqual(new Map([["acme", 1]]));
+    const a = new StreamSlots(async () => ({ seq: 1, slots: { acme: 1 } as never, keep: 1, stale: false }));
+    expect(await a.acquire("acme")).toBe(true);
+    expect(a.snapshot()).toEqual({ acme: { inUse: 1, held: 1 } });
+  });
+
   it("serves concurrent opens of one isolate with one gate call each time its block runs out", async () => {
     const { slots: [a] } = isolates(1);
     const got = await Promise.all([a!.acquire("acme"), a!.acquire("acme"), a!.acquire("acme")]);
