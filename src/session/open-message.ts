@@ -9,14 +9,25 @@ import type { SessionRow } from "./record.ts";
 import type { Turns } from "./turns.ts";
 import { toolRoutes } from "./runtime-calls.ts";
 
-/** UTF-8 bytes of native records per `native` message: far under the 32 MiB WebSocket message cap. */
+/**
+ * UTF-8 bytes of a `native` message as sent (its records, the commas between them and its
+ * envelope): far under the 32 MiB WebSocket message cap. A record larger than this goes alone.
+ */
 const NATIVE_PART_BYTES = 8 * 1024 * 1024;
-const utf8 = new TextEncoder();
-/** Records read per query while splitting native state. */
-const NATIVE_READ = 200;
+/** Room for a `native` message's envelope (`{"t":"native","seq":…,"records":[]}`), bytes. */
+const NATIVE_ENVELOPE_BYTES = 64;
+/** Records' sizes read per query while splitting native state. */
+const NATIVE_READ = 1000;
 
 type Unnumbered<T> = T extends { seq: number } ? Omit<T, "seq"> : never;
-export type OpenMessage = Unnumbered<Extract<LinkDown, { t: "open" } | { t: "native" }>>;
+/**
+ * A `native` message as the link stores it: the native records it carries (`seq` after `after`,
+ * up to `last`, `count` of them), read from the `native` table when it is sent. Stored whole, a
+ * session's native state was copied into the link's rows at every open, and a part past the
+ * platform's row cap (2 MB; ~8 MB locally) could not be stored: the open failed silently.
+ */
+export type NativeRange = { t: "native"; range: { after: number; last: number; count: number } };
+export type OpenMessage = Unnumbered<Extract<LinkDown, { t: "open" }>> | NativeRange;
 
 /** The provider prefix of a `provider/model` id (create refuses one without a `/`). */
 const providerOf = (model: string) => model.slice(0, model.indexOf("/"));
@@ -60,25 +71,30 @@ export function openMessages(rt: Runtime, row: SessionRow, turns: Turns): OpenMe
   const provider = runGrant(rt, row);
   if (typeof provider === "string") return { error: provider };
 
-  const parts: unknown[][] = [];
-  let part: unknown[] = [];
+  const parts: NativeRange["range"][] = [];
+  let part: NativeRange["range"] | undefined;
   let bytes = 0;
-  for (let after = 0; ; ) {
-    const batch = turns.nativeRecords(after, NATIVE_READ);
+  let prev = 0;
+  for (;;) {
+    const batch = turns.nativeSizes(prev, NATIVE_READ);
     if (batch.length === 0) break;
     for (const r of batch) {
-      const size = utf8.encode(JSON.stringify(r.record)).length;
-      if (part.length > 0 && bytes + size > NATIVE_PART_BYTES) {
+      const size = r.bytes + 1; // its comma
+      if (part && bytes + size > NATIVE_PART_BYTES) {
         parts.push(part);
-        part = [];
-        bytes = 0;
+        part = undefined;
       }
-      part.push(r.record);
+      if (!part) {
+        part = { after: prev, last: r.seq, count: 0 };
+        bytes = NATIVE_ENVELOPE_BYTES;
+      }
+      part.last = r.seq;
+      part.count++;
       bytes += size;
+      prev = r.seq;
     }
-    after = batch.at(-1)!.seq;
   }
-  if (part.length > 0) parts.push(part);
+  if (part) parts.push(part);
 
   const open: OpenMessage = {
     t: "open",
@@ -94,5 +110,5 @@ export function openMessages(rt: Runtime, row: SessionRow, turns: Turns): OpenMe
   if (routes.length > 0) open.routes = routes;
   if (config.instructions !== undefined) open.instructions = config.instructions;
   if (config.reasoning_effort) open.reasoning_effort = config.reasoning_effort;
-  return [open, ...parts.map((records) => ({ t: "native" as const, records }))];
+  return [open, ...parts.map((range) => ({ t: "native" as const, range }))];
 }

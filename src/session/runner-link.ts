@@ -4,12 +4,16 @@
  * Object → runner messages are numbered and kept in `link_out` until the runner-host acknowledges
  * them, so a reconnect after a dropped socket resends exactly what it missed. Provider keys are
  * never stored: `open` and `run` are kept without `provider.key`, and the key is attached from the
- * Worker's variables each time the message is sent (a resend carries the key as of the resend). The runner socket is
+ * Worker's variables each time the message is sent (a resend carries the key as of the resend).
+ * `native` parts are kept as the range of native records they carry and read when sent, so an open
+ * copies none of the session's native state, and no part meets the platform's row cap. The runner socket is
  * a hibernatable WebSocket tagged `runner` carrying its lease in the attachment; only the current
  * lease's socket is used.
  */
 import { LEASE_GONE_CLOSE_CODE, type LinkDown, type ProviderGrant } from "../shared/runner-protocol.ts";
+import { log } from "../log.ts";
 import type { Runtime } from "../runtime.ts";
+import type { NativeRange } from "./open-message.ts";
 import type { SessionState } from "./session-state.ts";
 
 const TAG = "runner";
@@ -76,14 +80,14 @@ export class RunnerLink {
    * Numbers and stores a message (without its provider key), and sends it (with the key from
    * `rt`) if the runner is connected. In a transaction. `rt` is needed for `open` and `run`.
    */
-  push(m: Unnumbered, rt?: Runtime): void {
+  push(m: Unnumbered | NativeRange, rt?: Runtime): void {
     const sql = this.#s.storage.sql;
     const seq = this.#s.require().down_seq + 1;
     this.#s.set({ down_seq: seq });
     const stored = "provider" in m ? { ...m, provider: withoutKey(m.provider), seq } : { ...m, seq };
     sql.exec("INSERT INTO link_out (seq, body) VALUES (?, ?)", seq, JSON.stringify(stored));
     const ws = this.socket();
-    if (ws) ws.send(wire(stored, rt));
+    if (ws) ws.send(this.#wire(stored, rt));
   }
 
   /** The runner applied everything up to `down`: drop it; after a hello, resend the rest (keys from `rt`). */
@@ -94,7 +98,7 @@ export class RunnerLink {
     const ws = this.socket();
     if (!ws) return;
     for (const r of sql.exec<{ body: string }>("SELECT body FROM link_out ORDER BY seq").toArray()) {
-      ws.send(wire(JSON.parse(r.body) as StoredDown, rt));
+      ws.send(this.#wire(JSON.parse(r.body) as StoredDown, rt));
     }
   }
 
@@ -121,16 +125,34 @@ export class RunnerLink {
     this.#s.set({ link_state: "none", link_lost_at: null });
     this.#s.storage.sql.exec("DELETE FROM link_out");
   }
+
+  /** The message as sent: a stored provider grant gets the key the Worker holds now, a native range its records. */
+  #wire(m: StoredDown, rt: Runtime | undefined): string {
+    return m.range ? this.#nativeWire(m.seq, m.range) : wire(m, rt);
+  }
+
+  /**
+   * A `native` message from the records its range names, their stored JSON text joined as it is
+   * (nothing parsed). The range is of the native state this lease opened with: a resume, which cuts
+   * native records, and a restore or load, which replace them, end the lease first.
+   */
+  #nativeWire(seq: number, range: NativeRange["range"]): string {
+    const rows = this.#s.storage.sql.exec<{ record: string }>("SELECT record FROM native WHERE seq > ? AND seq <= ? ORDER BY seq", range.after, range.last).toArray();
+    if (rows.length !== range.count) {
+      log("error", "a native part's records changed before it was sent", { session_id: this.#s.row()?.id, expected: range.count, found: rows.length });
+    }
+    return `{"t":"native","seq":${seq},"records":[${rows.map((r) => r.record).join(",")}]}`;
+  }
 }
 
-type StoredDown = { t: string; seq: number; provider?: StoredGrant };
+type StoredDown = { t: string; seq: number; provider?: StoredGrant; range?: NativeRange["range"] };
 
 function withoutKey(g: ProviderGrant | StoredGrant): StoredGrant {
   const { prefix, base_url, api } = g;
   return { prefix, ...(base_url !== undefined ? { base_url } : {}), ...(api !== undefined ? { api } : {}) };
 }
 
-/** The message as sent: a stored provider grant gets the key the Worker holds now. */
+/** A stored message as sent, with the provider key the Worker holds now. */
 function wire(m: StoredDown, rt: Runtime | undefined): string {
   if (!m.provider) return JSON.stringify(m);
   if (!rt) throw new Error(`a ${m.t} message needs the runtime to attach its provider key`);

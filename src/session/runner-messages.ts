@@ -29,7 +29,7 @@ export type RunnerMessagesParts = {
   /** Live-only events (deltas, progress), straight to the subscribers (subscribers.ts). */
   live: (events: Event[]) => void;
   publication: Pick<Publication, "publish">;
-  work: Pick<Scheduler, "loseRunner" | "afterChange" | "schedule" | "pushIndex">;
+  work: Pick<Scheduler, "loseRunner" | "afterChange" | "schedule" | "pushIndex" | "failOpen">;
   runtime: () => Promise<Runtime>;
 };
 
@@ -158,9 +158,15 @@ export class RunnerMessages {
       this.#p.work.loseRunner(messages.error);
       return this.#p.work.afterChange();
     }
-    this.#p.state.storage.transactionSync(() => {
-      this.#p.state.set({ link_state: "opening" });
-      for (const m of messages) this.#p.link.push(m, rt);
-    });
+    try {
+      this.#p.state.storage.transactionSync(() => {
+        this.#p.state.set({ link_state: "opening" });
+        for (const m of messages) this.#p.link.push(m, rt);
+      });
+    } catch (e) {
+      // Not stored (a message past the platform's row cap, a full disk): the runner-host would wait
+      // for an open that never comes, and the input with it. It fails instead, and the log says why.
+      await this.#p.work.failOpen(e instanceof Error ? e.message : String(e));
+    }
   }
 }

@@ -128,13 +128,23 @@ export class Scheduler {
    * go on from there.
    */
   async #failBlocked(message: string): Promise<void> {
+    log("warn", "session cannot run under the configuration", { session_id: this.#p.state.row()?.id, reason: message });
+    await this.#failInput(message);
+  }
+
+  /** The open of a lease could not be stored (runner-messages.ts): its input fails as a blocked one does. */
+  async failOpen(detail: string): Promise<void> {
+    log("error", "session could not be opened: its open messages were not stored", { session_id: this.#p.state.row()?.id, error: detail });
+    await this.#failInput("the session could not be opened on a runner-host");
+  }
+
+  async #failInput(message: string): Promise<void> {
     const waiting = this.#p.state.require().link_state === "requested";
     const events = this.#p.state.storage.transactionSync(() => {
       const ended = this.#p.turns.failNext(now(), message);
       if (this.#p.state.require().link_state !== "none") this.#p.link.release(message);
       return ended;
     });
-    log("warn", "session cannot run under the configuration", { session_id: this.#p.state.row()?.id, reason: message });
     this.#p.publication.publish(events);
     if (waiting) await this.withdraw();
     await this.pushIndex();

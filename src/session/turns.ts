@@ -230,10 +230,8 @@ export class Turns {
     return this.#sql.exec<{ native_seq: number }>("SELECT native_seq FROM checkpoints ORDER BY event_offset DESC LIMIT 1").toArray()[0]?.native_seq ?? 0;
   }
 
-  nativeRecords(after: number, limit: number): { seq: number; record: unknown }[] {
-    return this.#sql
-      .exec<{ seq: number; record: string }>("SELECT seq, record FROM native WHERE seq > ? ORDER BY seq LIMIT ?", after, limit)
-      .toArray()
-      .map((r) => ({ seq: r.seq, record: JSON.parse(r.record) }));
+  /** The sizes of native records after `after` (UTF-8 bytes of each record's JSON), in order. */
+  nativeSizes(after: number, limit: number): { seq: number; bytes: number }[] {
+    return this.#sql.exec<{ seq: number; bytes: number }>("SELECT seq, bytes FROM native WHERE seq > ? ORDER BY seq LIMIT ?", after, limit).toArray();
   }
 }
