@@ -193,7 +193,13 @@ export class SessionState {
     const data = messageData(input);
     const need = byteLength(JSON.stringify(data)) + EVENT_ENVELOPE_BYTES + byteLength(input.text) + unfinished + MAX_RECORD_BYTES;
     if (this.storedBytes() + need > limits.session_bytes) {
-      throw overloaded(`this message would bring the session's event log and native state near their limit (limits.session_bytes ${limits.session_bytes}); a shorter one may still fit`);
+      // Without its text (counted twice above) the message would still not fit: no message can.
+      const full = this.storedBytes() + need - 2 * byteLength(input.text) > limits.session_bytes;
+      throw overloaded(
+        full
+          ? `the session's event log and native state are at their limit (limits.session_bytes ${limits.session_bytes}): no message fits; restore an earlier checkpoint or start a new session`
+          : `this message would bring the session's event log and native state near their limit (limits.session_bytes ${limits.session_bytes}); a shorter one may still fit`,
+      );
     }
     return undefined;
   }
