@@ -19,6 +19,8 @@ import type { Placement } from "./placement.ts";
 import type { Publication } from "./publication.ts";
 import type { RunnerLink } from "./runner-link.ts";
 import type { Change, SessionState } from "./session-state.ts";
+import type { LoggedEvent } from "./event-log.ts";
+import type { ProviderGrant } from "../shared/runner-protocol.ts";
 import type { Turns } from "./turns.ts";
 
 export type SchedulerParts = {
@@ -98,10 +100,29 @@ export class Scheduler {
     // turn started now would fail with the link, though it never reached any runner-host.
     if (row.link_lost_at && !this.#p.link.socket()) return;
     let started = false;
-    const events = this.#p.state.storage.transactionSync(() => {
+    let events: LoggedEvent[];
+    try {
+      events = this.#startTurn(rt, grant, () => (started = true));
+    } catch (e) {
+      // Not stored (a `run` past the platform's row cap: text that grows past 2 MB as JSON): the
+      // input would wait for good. It fails instead, and the log says why.
+      log("error", "a turn could not start: its run message was not stored", { session_id: row.id, error: e instanceof Error ? e.message : String(e) });
+      return this.#failInput("the turn could not be started");
+    }
+    if (events.length > 0) {
+      this.#p.publication.publish(events);
+      await this.pushIndex();
+    }
+    // Also a turn that starts again with its status already `running` (a yielded one placed anew).
+    if (started) await this.#p.watch();
+  }
+
+  /** Starts the next queued turn and sends its `run`, in one transaction (none: nothing queued). */
+  #startTurn(rt: Runtime, grant: ProviderGrant, onStart: () => void): LoggedEvent[] {
+    return this.#p.state.storage.transactionSync(() => {
       const s = this.#p.turns.start(now());
       if (!s) return [];
-      started = true;
+      onStart();
       this.#p.link.push({
         t: "run",
         turn: s.input.event_id,
@@ -112,12 +133,6 @@ export class Scheduler {
       }, rt);
       return s.events;
     });
-    if (events.length > 0) {
-      this.#p.publication.publish(events);
-      await this.pushIndex();
-    }
-    // Also a turn that starts again with its status already `running` (a yielded one placed anew).
-    if (started) await this.#p.watch();
   }
 
   /**

@@ -3,7 +3,8 @@
  * native state reaches the runner-host whole, in `native` parts of at most 8 MiB as sent, and the
  * link stores each part as the range of records it carries — so no stored row nears the
  * platform's row cap, whatever the state's size — and a reconnect before the ack resends the
- * same parts. The test plays the runner-host.
+ * same parts. An open, or a turn's `run`, that cannot be stored fails the waiting input with
+ * `service_error` and logs why. The test plays the runner-host.
  */
 import { runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
@@ -17,6 +18,28 @@ afterEach(closeLinks);
 /** ~9 MiB of small records: more than one part, and more than a row may hold (the cap is 2 MB on the platform). */
 const RECORDS = 30_000;
 const record = (i: number) => ({ role: i % 2 ? "assistant" : "user", i, text: "x".repeat(280) });
+
+
+/** The session's events over SSE, up to its `session.status failed`. */
+async function untilFailed(id: string): Promise<Event[]> {
+  const stream = sseReader((await api(`/sessions/${id}/events`, { headers: { Accept: "text/event-stream" } })).body!);
+  const seen: Event[] = [];
+  for (;;) {
+    const f = await stream.next("the session's events up to failed");
+    if (!f?.data) continue;
+    const e = JSON.parse(f.data) as Event;
+    seen.push(e);
+    if (e.type === "session.status" && e.data.status === "failed") break;
+  }
+  await stream.cancel();
+  return seen;
+}
+
+/** Makes the session's link refuse to store a message of type `t`, as a row past the platform's cap is refused. */
+const refuseStoring = (id: string, t: string) =>
+  runInDurableObject(sessionStub(id), (_, state) =>
+    state.storage.sql.exec(`CREATE TRIGGER refuse_${t} BEFORE INSERT ON link_out WHEN NEW.body LIKE '{"t":"${t}"%' BEGIN SELECT RAISE(ABORT, 'string or blob too big'); END`),
+  );
 
 describe("a lease's open", () => {
   it("sends a native state of many small records whole, in parts of at most 8 MiB, stores only their ranges, and resends the same parts after a reconnect", async () => {
@@ -65,28 +88,38 @@ describe("a lease's open", () => {
     const control = await runnerHost();
     const s = await createSession();
     // Any failure to store the open's messages (a row past the platform's cap, a full disk) does this.
-    await runInDurableObject(sessionStub(s.id), (_, state) =>
-      state.storage.sql.exec(`CREATE TRIGGER refuse_open BEFORE INSERT ON link_out WHEN NEW.body LIKE '{"t":"open"%' BEGIN SELECT RAISE(ABORT, 'string or blob too big'); END`),
-    );
+    await refuseStoring(s.id, "open");
     const input = await sendMessage(s.id, "hello");
     const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
     const l = await link(s.id, attach.lease!);
     await l.box.next((m) => m.t === "ack", "the object's ack on accept");
     l.send({ t: "hello", down: 0 });
-    const stream = sseReader((await api(`/sessions/${s.id}/events`, { headers: { Accept: "text/event-stream" } })).body!);
-    const seen: Event[] = [];
-    for (;;) {
-      const f = await stream.next("the session's events up to failed");
-      if (!f?.data) continue;
-      const e = JSON.parse(f.data) as Event;
-      seen.push(e);
-      if (e.type === "session.status" && e.data.status === "failed") break;
-    }
-    await stream.cancel();
+    const seen = await untilFailed(s.id);
     expect(seen.filter((e) => e.type === "session.error")).toMatchObject([
       { input_id: input.id, data: { code: "service_error", message: "the session could not be opened on a runner-host" } },
     ]);
     const logged = lines.map((line) => JSON.parse(line) as Record<string, string>).find((x) => x.msg?.startsWith("session could not be opened"));
+    expect(logged).toMatchObject({ level: "error", session_id: s.id, error: expect.stringContaining("string or blob too big") });
+    vi.restoreAllMocks();
+  });
+
+  it("whose turn's run cannot be stored fails that input with service_error and says why in the log", async () => {
+    const lines: string[] = [];
+    vi.spyOn(console, "error").mockImplementation((line: string) => void lines.push(line));
+    const control = await runnerHost();
+    const s = await createSession();
+    await refuseStoring(s.id, "run");
+    const input = await sendMessage(s.id, "hello");
+    const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
+    const l = await link(s.id, attach.lease!);
+    await l.box.next((m) => m.t === "ack", "the object's ack on accept");
+    l.send({ t: "hello", down: 0 });
+    await l.box.next((m) => m.t === "open", "open");
+    l.send({ t: "ack", down: 1 });
+    l.send({ t: "opened", seq: 1 });
+    const seen = await untilFailed(s.id);
+    expect(seen.filter((e) => e.type === "session.error")).toMatchObject([{ input_id: input.id, data: { code: "service_error", message: "the turn could not be started" } }]);
+    const logged = lines.map((line) => JSON.parse(line) as Record<string, string>).find((x) => x.msg?.startsWith("a turn could not start"));
     expect(logged).toMatchObject({ level: "error", session_id: s.id, error: expect.stringContaining("string or blob too big") });
     vi.restoreAllMocks();
   });
