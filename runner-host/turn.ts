@@ -20,6 +20,8 @@ import type { Logger } from "./log.ts";
 import { telemetry, type TurnSpan } from "./telemetry.ts";
 import { TurnTools, type SessionTools, type ToolRoute } from "./turn-tools.ts";
 import type { ToolEnv, ToolScope } from "./tools/types.ts";
+import { errorResult } from "./tools/outcome.ts";
+import { resultProblem } from "../src/shared/result-schema.ts";
 
 /**
  * The abort reasons of a turn's signal, made once: `abort()` without a reason builds a new
@@ -245,8 +247,13 @@ export class Turn {
       case "tool.call":
         this.#deltas.flush();
         return this.#tools!.onCall(redactValues(e.call, this.#o.secrets()), e.answered === true);
-      case "tool.result":
-        return this.#tools!.onLocalResult(e.call_id, redactValues(e.result, this.#o.secrets()));
+      case "tool.result": {
+        // Held to what any result must hold (the OpenAPI document's Result): a harness's own answer
+        // that does not is recorded as an error result saying why.
+        const result = redactValues(e.result, this.#o.secrets());
+        const problem = resultProblem(result);
+        return this.#tools!.onLocalResult(e.call_id, problem ? errorResult(`the harness answered the call with an invalid result: ${problem}`, false) : result);
+      }
       case "turn.end":
         return this.end(harnessEnd(e));
     }

@@ -7,7 +7,7 @@
 import { byteLength } from "../../src/shared/ids.ts";
 import { outputProblem } from "../../src/shared/runtime-result.ts";
 import type { HostTool } from "../../src/shared/config-schema.ts";
-import { imageProblem, ToolResultSchema, type ToolResult } from "../../src/shared/result-schema.ts";
+import { resultProblem, ToolResultSchema, type ToolResult } from "../../src/shared/result-schema.ts";
 import { issueSummary } from "../../src/shared/zod-issues.ts";
 
 /** Results written here rather than by a tool: the output cap does not apply to them. */
@@ -50,10 +50,8 @@ export function parseResult(value: unknown): { result: ToolResult } | { problem:
   const r = ToolResultSchema.safeParse(value);
   if (!r.success) return { problem: issueSummary(r.error.issues, 1) };
   // As for an executor's reply: a success that claims an unknown outcome says two things at once.
-  if (r.data.unknown_outcome === true && r.data.is_error !== true) return { problem: "unknown_outcome is for an error result (is_error true)" };
-  const image = imageProblem(r.data);
-  if (image) return { problem: image };
-  return { result: r.data };
+  const problem = resultProblem(r.data);
+  return problem ? { problem } : { result: r.data };
 }
 
 /**

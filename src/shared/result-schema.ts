@@ -54,6 +54,16 @@ export function imageProblem(r: ToolResult): string | null {
   return null;
 }
 
+/**
+ * What a result must also hold wherever it reaches the service (a host tool's answer, a call the
+ * harness answers itself; an executor's reply checks the same in its schema): `unknown_outcome`
+ * only on an error result, and well-formed images. Null when it holds.
+ */
+export function resultProblem(r: ToolResult): string | null {
+  if (r.unknown_outcome === true && r.is_error !== true) return "unknown_outcome is for an error result (is_error true)";
+  return imageProblem(r);
+}
+
 export const UsageSchema = z.strictObject({
   input_tokens: z.number().int().nonnegative(),
   output_tokens: z.number().int().nonnegative(),

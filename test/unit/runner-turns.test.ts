@@ -411,6 +411,28 @@ describe("runner-host turns with a harness of another author", () => {
     expect(events.find((m) => m.t === "tool_result")).toMatchObject({ result: { content: [{ type: "text", text: "[redacted] [redacted]" }] } });
   });
 
+  it("records a result the harness answers itself that breaks a Result's rules (unknown_outcome without is_error, an image not base64) as an error result saying why", async () => {
+    const [node, e, script] = inlineHarness("self-answer", `
+      const ev = (m) => out({ session: cmd.session, turn: cmd.turn, ...m });
+      const bad = cmd.text === "image" ? { content: [{ type: "image", data: "@@", mime_type: "image/png" }] } : { content: [], unknown_outcome: true };
+      ev({ type: "tool.call", call: { id: "c1", name: "lookup", arguments: {} }, answered: true });
+      ev({ type: "tool.result", call_id: "c1", result: bad });
+      ev({ type: "turn.end", status: "completed" });`);
+    rig = await Rig.start({ harness: { command: [node!, e!, script!] } });
+    const fake = await rig.open("sess-self");
+    await opened(fake);
+    for (const [text, problem] of [
+      ["image", "content[0].data: not base64"],
+      ["outcome", "unknown_outcome is for an error result (is_error true)"],
+    ]) {
+      const turn = rig.run(fake, text!);
+      expect(await turnEnd(fake, turn)).toMatchObject({ status: "completed" });
+      expect(fake.turn(turn).find((m) => m.t === "tool_result")).toMatchObject({
+        result: { is_error: true, content: [{ type: "text", text: `the harness answered the call with an invalid result: ${problem}` }] },
+      });
+    }
+  });
+
   it("answers a call of a tool the session does not have, not marked answered, with an error result; the turn goes on", async () => {
     rig = await Rig.start({ harness: { command: ASKING_HARNESS } });
     const fake = await rig.open("sess-ask");
