@@ -41,6 +41,37 @@ const refuseStoring = (id: string, t: string) =>
     state.storage.sql.exec(`CREATE TRIGGER refuse_${t} BEFORE INSERT ON link_out WHEN NEW.body LIKE '{"t":"${t}"%' BEGIN SELECT RAISE(ABORT, 'string or blob too big'); END`),
   );
 
+/**
+ * A session whose link refuses to store messages of type `t` gets its message, is placed and
+ * opened (as far as `t` lets it); then the message fails with `service_error` `message`, and an
+ * error line starting with `logged` says why.
+ */
+async function expectFailedWhenRefused(t: "open" | "run", message: string, logged: string): Promise<void> {
+  const lines: string[] = [];
+  vi.spyOn(console, "error").mockImplementation((line: string) => void lines.push(line));
+  try {
+    const control = await runnerHost();
+    const s = await createSession();
+    await refuseStoring(s.id, t);
+    const input = await sendMessage(s.id, "hello");
+    const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
+    const l = await link(s.id, attach.lease!);
+    await l.box.next((m) => m.t === "ack", "the object's ack on accept");
+    l.send({ t: "hello", down: 0 });
+    if (t === "run") {
+      await l.box.next((m) => m.t === "open", "open");
+      l.send({ t: "ack", down: 1 });
+      l.send({ t: "opened", seq: 1 });
+    }
+    const seen = await untilFailed(s.id);
+    expect(seen.filter((e) => e.type === "session.error")).toMatchObject([{ input_id: input.id, data: { code: "service_error", message } }]);
+    const line = lines.map((x) => JSON.parse(x) as Record<string, string>).find((x) => x.msg?.startsWith(logged));
+    expect(line).toMatchObject({ level: "error", session_id: s.id, error: expect.stringContaining("string or blob too big") });
+  } finally {
+    vi.restoreAllMocks();
+  }
+}
+
 describe("a lease's open", () => {
   it("sends a native state of many small records whole, in parts of at most 8 MiB, stores only their ranges, and resends the same parts after a reconnect", async () => {
     const control = await runnerHost();
@@ -83,44 +114,11 @@ describe("a lease's open", () => {
   });
 
   it("that cannot be stored fails the waiting input with service_error and says why in the log, instead of leaving it queued for good", async () => {
-    const lines: string[] = [];
-    vi.spyOn(console, "error").mockImplementation((line: string) => void lines.push(line));
-    const control = await runnerHost();
-    const s = await createSession();
     // Any failure to store the open's messages (a row past the platform's cap, a full disk) does this.
-    await refuseStoring(s.id, "open");
-    const input = await sendMessage(s.id, "hello");
-    const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
-    const l = await link(s.id, attach.lease!);
-    await l.box.next((m) => m.t === "ack", "the object's ack on accept");
-    l.send({ t: "hello", down: 0 });
-    const seen = await untilFailed(s.id);
-    expect(seen.filter((e) => e.type === "session.error")).toMatchObject([
-      { input_id: input.id, data: { code: "service_error", message: "the session could not be opened on a runner-host" } },
-    ]);
-    const logged = lines.map((line) => JSON.parse(line) as Record<string, string>).find((x) => x.msg?.startsWith("session could not be opened"));
-    expect(logged).toMatchObject({ level: "error", session_id: s.id, error: expect.stringContaining("string or blob too big") });
-    vi.restoreAllMocks();
+    await expectFailedWhenRefused("open", "the session could not be opened on a runner-host", "session could not be opened");
   });
 
   it("whose turn's run cannot be stored fails that input with service_error and says why in the log", async () => {
-    const lines: string[] = [];
-    vi.spyOn(console, "error").mockImplementation((line: string) => void lines.push(line));
-    const control = await runnerHost();
-    const s = await createSession();
-    await refuseStoring(s.id, "run");
-    const input = await sendMessage(s.id, "hello");
-    const attach = await control.next((m) => m.t === "attach" && m.session?.startsWith(s.id) === true, "the attach order");
-    const l = await link(s.id, attach.lease!);
-    await l.box.next((m) => m.t === "ack", "the object's ack on accept");
-    l.send({ t: "hello", down: 0 });
-    await l.box.next((m) => m.t === "open", "open");
-    l.send({ t: "ack", down: 1 });
-    l.send({ t: "opened", seq: 1 });
-    const seen = await untilFailed(s.id);
-    expect(seen.filter((e) => e.type === "session.error")).toMatchObject([{ input_id: input.id, data: { code: "service_error", message: "the turn could not be started" } }]);
-    const logged = lines.map((line) => JSON.parse(line) as Record<string, string>).find((x) => x.msg?.startsWith("a turn could not start"));
-    expect(logged).toMatchObject({ level: "error", session_id: s.id, error: expect.stringContaining("string or blob too big") });
-    vi.restoreAllMocks();
+    await expectFailedWhenRefused("run", "the turn could not be started", "a turn could not start");
   });
 });
