@@ -32,9 +32,9 @@ export const DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024;
  */
 export const MAX_LINE_DEPTH = 128;
 
-/** Whether a line nests past MAX_LINE_DEPTH; only a line longer than the bound can (each level opens with a bracket). */
+/** Whether a line nests past MAX_LINE_DEPTH (both ends check: what the runner-host writes and reads). */
 export function lineTooDeep(line: string): boolean {
-  return line.length > MAX_LINE_DEPTH && nestingExceeds(line, MAX_LINE_DEPTH);
+  return nestingExceeds(line, MAX_LINE_DEPTH);
 }
 
 export type JsonObject = Record<string, unknown>;

@@ -41,7 +41,8 @@ export async function strays(store: ObjectStore, layout: Layout, m: Manifest, se
       if (what?.kind === "checkpoint" && !known.has(what.checkpoint)) await nameAlso(what.checkpoint);
     }
     const unnamed = (what: StoredObject | undefined, key: string) => (what?.kind === "block" || what?.kind === "native") && !named.has(key);
-    const earliest = Math.min(...listed.map(({ key, what }) => (what?.kind === "block" && unnamed(what, key) ? what.start : Infinity)));
+    // A folder may hold more keys than a call takes arguments: no spread into Math.min.
+    const earliest = listed.reduce((min, { key, what }) => (what?.kind === "block" && unnamed(what, key) ? Math.min(min, what.start) : min), Infinity);
     for (const c of m.checkpoints) if (c.offset > earliest) await nameAlso(c.id);
     return listed.filter(({ key, what }) => unnamed(what, key)).map(({ key }) => key);
   } catch (e) {

@@ -29,7 +29,7 @@ export type RunnerMessagesParts = {
   /** Live-only events (deltas, progress), straight to the subscribers (subscribers.ts). */
   live: (events: Event[]) => void;
   publication: Pick<Publication, "publish">;
-  work: Pick<Scheduler, "loseRunner" | "afterChange" | "schedule" | "pushIndex" | "failOpen">;
+  work: Pick<Scheduler, "loseRunner" | "afterChange" | "schedule" | "pushIndex" | "failUnstored">;
   runtime: () => Promise<Runtime>;
 };
 
@@ -165,8 +165,8 @@ export class RunnerMessages {
       });
     } catch (e) {
       // Not stored (a message past the platform's row cap, a full disk): the runner-host would wait
-      // for an open that never comes, and the input with it. It fails instead, and the log says why.
-      await this.#p.work.failOpen(e instanceof Error ? e.message : String(e));
+      // for an open that never comes, and the input with it.
+      await this.#p.work.failUnstored("session could not be opened: its open messages were not stored", e, "the session could not be opened on a runner-host");
     }
   }
 }

@@ -99,30 +99,27 @@ export class Scheduler {
     // to dial back (hello starts it) or for the grace to run out (the session is placed anew). A
     // turn started now would fail with the link, though it never reached any runner-host.
     if (row.link_lost_at && !this.#p.link.socket()) return;
-    let started = false;
-    let events: LoggedEvent[];
+    let events: LoggedEvent[] | undefined;
     try {
-      events = this.#startTurn(rt, grant, () => (started = true));
+      events = this.#startTurn(rt, grant);
     } catch (e) {
-      // Not stored (a `run` past the platform's row cap: text that grows past 2 MB as JSON): the
-      // input would wait for good. It fails instead, and the log says why.
-      log("error", "a turn could not start: its run message was not stored", { session_id: row.id, error: e instanceof Error ? e.message : String(e) });
-      return this.#failInput("the turn could not be started");
+      // Not stored (a `run` past the platform's row cap: text that grows past 2 MB as JSON).
+      return this.failUnstored("a turn could not start: its run message was not stored", e, "the turn could not be started");
     }
+    if (!events) return;
     if (events.length > 0) {
       this.#p.publication.publish(events);
       await this.pushIndex();
     }
     // Also a turn that starts again with its status already `running` (a yielded one placed anew).
-    if (started) await this.#p.watch();
+    await this.#p.watch();
   }
 
-  /** Starts the next queued turn and sends its `run`, in one transaction (none: nothing queued). */
-  #startTurn(rt: Runtime, grant: ProviderGrant, onStart: () => void): LoggedEvent[] {
+  /** Starts the next queued turn and sends its `run`, in one transaction; undefined when nothing is queued. */
+  #startTurn(rt: Runtime, grant: ProviderGrant): LoggedEvent[] | undefined {
     return this.#p.state.storage.transactionSync(() => {
       const s = this.#p.turns.start(now());
-      if (!s) return [];
-      onStart();
+      if (!s) return undefined;
       this.#p.link.push({
         t: "run",
         turn: s.input.event_id,
@@ -147,10 +144,13 @@ export class Scheduler {
     await this.#failInput(message);
   }
 
-  /** The open of a lease could not be stored (runner-messages.ts): its input fails as a blocked one does. */
-  async failOpen(detail: string): Promise<void> {
-    log("error", "session could not be opened: its open messages were not stored", { session_id: this.#p.state.row()?.id, error: detail });
-    await this.#failInput("the session could not be opened on a runner-host");
+  /**
+   * A link message that starts work (a lease's open, a turn's run) could not be stored: the input
+   * would wait for good for it. The input fails as a blocked one does, and the log says why.
+   */
+  async failUnstored(what: string, error: unknown, message: string): Promise<void> {
+    log("error", what, { session_id: this.#p.state.row()?.id, error: error instanceof Error ? error.message : String(error) });
+    await this.#failInput(message);
   }
 
   async #failInput(message: string): Promise<void> {

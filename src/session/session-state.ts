@@ -190,11 +190,12 @@ export class SessionState {
     // "Near the limit": the message, what it and every input before it that has not finished will
     // add when it runs (the harness records each prompt in its native state: about its text again),
     // plus one maximal record, so the turn it starts can still record its terminal events.
-    const data = messageData(input);
-    const need = byteLength(JSON.stringify(data)) + EVENT_ENVELOPE_BYTES + byteLength(input.text) + unfinished + MAX_RECORD_BYTES;
-    if (this.storedBytes() + need > limits.session_bytes) {
-      // Without its text (counted twice above) the message would still not fit: no message can.
-      const full = this.storedBytes() + need - 2 * byteLength(input.text) > limits.session_bytes;
+    const fits = (text: string) =>
+      this.storedBytes() + byteLength(JSON.stringify(messageData({ ...input, text }))) + EVENT_ENVELOPE_BYTES + byteLength(text) + unfinished + MAX_RECORD_BYTES <=
+      limits.session_bytes;
+    if (!fits(input.text!)) {
+      // The shortest message (one character) would not fit either: none can.
+      const full = !fits("x");
       throw overloaded(
         full
           ? `the session's event log and native state are at their limit (limits.session_bytes ${limits.session_bytes}): no message fits; restore an earlier checkpoint or start a new session`

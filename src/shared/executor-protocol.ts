@@ -14,7 +14,7 @@ import { ToolSchema } from "./api-schema.ts";
 import { jsonSchema, TOOL_NAME_PATTERN } from "./config-tools.ts";
 import { component, Hex32 } from "./contract-registry.ts";
 import { ID_ANY_CASE_PATTERN, ID_PATTERN } from "./ids.ts";
-import { imageProblem, ToolResultSchema, type ToolResult } from "./result-schema.ts";
+import { resultProblem, ToolResultSchema, type ToolResult } from "./result-schema.ts";
 
 /** The subprotocol the server echoes on the RPC upgrade. */
 export const RPC_SUBPROTOCOL = "svc-rpc";
@@ -122,14 +122,9 @@ export const ReplySchema = component(
     .refine((r) => (r.progress === undefined) !== (r.result === undefined), {
       error: "a reply carries exactly one of progress and result",
     })
-    // `unknown_outcome` tells that a failure came after dispatch (docs/api.md "Tools"); on a success it
-    // would record a result that claims both.
-    .refine((r) => !(r.result?.unknown_outcome === true && r.result.is_error !== true), {
-      error: "unknown_outcome is for an error result: send is_error true with it",
-      path: ["result", "unknown_outcome"],
-    })
+    // What any result must hold (`unknown_outcome` only on an error result, well-formed images).
     .superRefine((r, ctx) => {
-      const problem = r.result && imageProblem(r.result);
+      const problem = r.result && resultProblem(r.result);
       if (problem) ctx.addIssue({ code: "custom", message: problem, path: ["result"] });
     })
     // The first refinement, stated for the OpenAPI document.

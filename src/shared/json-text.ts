@@ -24,6 +24,8 @@ const BACKSLASH = 0x5c;
  * strings do not count; the text need not be valid JSON (the parser judges that afterwards).
  */
 export function nestingExceeds(text: string, limit: number): boolean {
+  // Each level opens with a bracket: a text no longer than the bound cannot pass it.
+  if (text.length <= limit) return false;
   let depth = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {

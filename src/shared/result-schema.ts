@@ -10,10 +10,10 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 /** `type/subtype` of RFC 6838's restricted names (parameters, if any, after `;`). */
 const MIME = /^[A-Za-z0-9][\w!#$&^.+-]*\/[A-Za-z0-9][\w!#$&^.+-]*(?:\s*;.*)?$/;
 
-// The `.meta()` below states in the OpenAPI document what `imageProblem` and the entry points
-// check with their own messages (a result reaches the service first as a host tool's answer or an
-// executor's reply); the schemas themselves stay structural, as results travel the link and the
-// harness protocol already checked.
+// The `.meta()` below states in the OpenAPI document what `resultProblem` checks with its own
+// messages where a result first reaches the service (a host tool's answer, an executor's reply, a
+// call the harness answers itself); the schemas themselves stay structural, as results travel the
+// link and the harness protocol already checked.
 export const ContentItemSchema = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("text"), text: z.string() }),
   z.strictObject({
@@ -40,9 +40,9 @@ export const ToolResultSchema = z
 export type ToolResult = z.infer<typeof ToolResultSchema>;
 
 /**
- * What the schema leaves to the entry points where a result first reaches the service (a host
- * tool's answer, an executor's reply): an image's `data` must be base64 and its `mime_type` a
- * media type, or a model provider would fail the turn on it later. Null when it holds.
+ * An image's `data` must be base64 and its `mime_type` a media type, or a model provider would
+ * fail the turn on it later (MCP results are built from the server's own form, then checked with
+ * this). Null when it holds.
  */
 export function imageProblem(r: ToolResult): string | null {
   for (const [i, c] of r.content.entries()) {
@@ -55,9 +55,9 @@ export function imageProblem(r: ToolResult): string | null {
 }
 
 /**
- * What a result must also hold wherever it reaches the service (a host tool's answer, a call the
- * harness answers itself; an executor's reply checks the same in its schema): `unknown_outcome`
- * only on an error result, and well-formed images. Null when it holds.
+ * What a result must also hold wherever it reaches the service (a host tool's answer, an
+ * executor's reply, a call the harness answers itself): `unknown_outcome` only on an error result,
+ * and well-formed images. Null when it holds.
  */
 export function resultProblem(r: ToolResult): string | null {
   if (r.unknown_outcome === true && r.is_error !== true) return "unknown_outcome is for an error result (is_error true)";

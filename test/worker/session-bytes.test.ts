@@ -99,20 +99,27 @@ describe("limits.session_bytes counts native state with the event log", () => {
     });
   });
 
-  it("says a shorter message may fit only when one can: with no room left for any, it says so and how to go on", async () => {
-    await inRunningTurn((s, turns) => {
-      let seq = 1;
-      for (; seq <= 11; seq++) turns.apply({ t: "native", seq, records: [record(seq)] }, NOW, SESSION_BYTES);
-      // Room for messages: what the limit leaves past the log, the native state and one maximal record.
-      const room = () => SESSION_BYTES - s.storedBytes() - MAX_RECORD_BYTES;
-      turns.apply({ t: "native", seq: seq++, records: [{ role: "assistant", text: "n".repeat(room() - 50_000) }] }, NOW, SESSION_BYTES);
-      expect(room()).toBeGreaterThan(0);
-      expect(() => s.send({ type: "user.message", text: "x".repeat(60_000) }, limits, NOW)).toThrow(/; a shorter one may still fit$/);
-      turns.apply({ t: "native", seq: seq++, records: [{ role: "assistant", text: "n".repeat(60_000) }] }, NOW, SESSION_BYTES);
-      expect(room()).toBeLessThan(0);
-      expect(() => s.send({ type: "user.message", text: "x" }, limits, NOW)).toThrow(
-        `the session's event log and native state are at their limit (limits.session_bytes ${SESSION_BYTES}): no message fits; restore an earlier checkpoint or start a new session`,
-      );
-    });
+  it("says a shorter message may fit only while one can: at the edge where one character still fits, and one byte past it", async () => {
+    // What a one-character message needs beside the stored bytes: its event, its prompt again, the
+    // running turn's prompt ("grow") and one maximal record.
+    const xNeed = JSON.stringify({ type: "user.message", text: "x", delivery: "queue" }).length + EVENT_ENVELOPE_BYTES + 1 + "grow".length + MAX_RECORD_BYTES;
+    const padBytes = JSON.stringify({ role: "assistant", text: "" }).length;
+    for (const over of [0, 1]) {
+      await inRunningTurn((s, turns) => {
+        let seq = 1;
+        for (; seq <= 11; seq++) turns.apply({ t: "native", seq, records: [record(seq)] }, NOW, SESSION_BYTES);
+        const pad = SESSION_BYTES - xNeed - s.storedBytes() - padBytes + over;
+        turns.apply({ t: "native", seq, records: [{ role: "assistant", text: "n".repeat(pad) }] }, NOW, SESSION_BYTES);
+        expect(s.storedBytes() + xNeed).toBe(SESSION_BYTES + over);
+        if (over === 0) {
+          expect(() => s.send({ type: "user.message", text: "xy" }, limits, NOW)).toThrow(/; a shorter one may still fit$/);
+          expect(() => s.send({ type: "user.message", text: "x" }, limits, NOW)).not.toThrow();
+        } else {
+          expect(() => s.send({ type: "user.message", text: "x" }, limits, NOW)).toThrow(
+            `the session's event log and native state are at their limit (limits.session_bytes ${SESSION_BYTES}): no message fits; restore an earlier checkpoint or start a new session`,
+          );
+        }
+      });
+    }
   });
 });
